@@ -1,0 +1,97 @@
+// Gated DeltaNet (chunked linear attention with a delta-rule state), the semantics of
+// flash-linear-attention's chunk_gated_delta_rule with a natural-log gate. Per value head the
+// state S is K x V; per token t:
+//   S <- exp(g_t) S;  v' = beta_t (v_t - S^T k_t);  S <- S + k_t v'^T;  o_t = S^T (scale q_t)
+// q/k heads H, value heads HV, HV % H == 0: value head hv reads q/k head hv / (HV / H).
+//
+// Layout: q, k [B, T, H, K]; v [B, T, HV, V]; g, beta [B, T, HV]. With cu_seqlens (int32 [N+1])
+// the batch is ragged: B must be 1 and sequence n is tokens cu[n] .. cu[n+1]-1.
+// Chunks (64 tokens) never straddle sequences. Per-chunk tensors (h) are indexed by a global
+// chunk number: sequence n owns chunks chunk_offset(n) .. + ceil(len_n / 64) - 1.
+#pragma once
+
+#include "attnkit/options.h"
+#include "attnkit/status.h"
+#include "attnkit/tensor.h"
+
+namespace attnkit {
+
+inline constexpr int kGdnChunk = 64;
+
+struct GdnChunkArgs {
+  TensorView q, k;        // [B, T, H, K], bf16 / fp16 (fp32 accepted by the CPU backend)
+  TensorView v;           // [B, T, HV, V], same dtype as q
+  TensorView g;           // [B, T, HV], fp32, log-space gate (<= 0)
+  TensorView beta;        // [B, T, HV], fp32 or q's dtype
+  TensorView cu_seqlens;  // optional int32 [N+1]
+  TensorView initial_state;  // optional fp32 [N, HV, K, V] (N = B, or number of sequences)
+  TensorView final_state;    // optional output, fp32 [N, HV, K, V]
+  TensorView o;              // output [B, T, HV, V], q's dtype
+  float scale = 0.f;         // 0 = K^-1/2
+  bool use_qk_l2norm = false;  // L2-normalise q and k per head inside the op
+};
+
+Status gdn_chunk_forward(const GdnChunkArgs& args, const ExecOptions& opts = {});
+
+// ---- The chunked pipeline's stages, each usable alone. Their q/k inputs are already normalised.
+// Intermediates may be fp32 or bf16 (the output view's dtype decides); fp32 gives the most accuracy.
+
+// 1. g_cum[t] = sum of g over the chunk's tokens up to and including t. [B, T, HV] fp32.
+struct GdnCumsumArgs {
+  TensorView g, cu_seqlens, g_cum;
+};
+Status gdn_chunk_cumsum(const GdnCumsumArgs& args, const ExecOptions& opts = {});
+
+// 2. Per chunk: A = strict_lower(diag(beta) (K K^T (.) Gamma)), Gamma[i,j] = exp(g_cum[i]-g_cum[j]);
+//    a_inv = (I + A)^-1, stored row-wise: a_inv[b, t, hv, c] = row (t mod 64), column c of the chunk.
+//    [B, T, HV, 64].
+struct GdnKktInverseArgs {
+  TensorView k, beta, g_cum, cu_seqlens, a_inv;
+};
+Status gdn_kkt_inverse(const GdnKktInverseArgs& args, const ExecOptions& opts = {});
+
+// 3. WY form: w = a_inv diag(beta exp(g_cum)) K ([B, T, HV, K]); u = a_inv diag(beta) V ([B,T,HV,V]).
+struct GdnWuArgs {
+  TensorView k, v, beta, g_cum, a_inv, cu_seqlens, w, u;
+};
+Status gdn_wu(const GdnWuArgs& args, const ExecOptions& opts = {});
+
+// 4. State pass: for chunk c with entry state S_c (h[c], [num_chunks, HV, K, V]),
+//    v_new = u - w S_c; S_{c+1} = exp(g_last) S_c + K^T diag(exp(g_last - g_cum)) v_new.
+struct GdnStateArgs {
+  TensorView k, w, u, g_cum, cu_seqlens;
+  TensorView initial_state;  // optional fp32 [N, HV, K, V]
+  TensorView h;              // output [num_chunks, HV, K, V]
+  TensorView v_new;          // output [B, T, HV, V]
+  TensorView final_state;    // optional output fp32 [N, HV, K, V]
+};
+Status gdn_state_pass(const GdnStateArgs& args, const ExecOptions& opts = {});
+
+// 5. Chunk output: O = scale (exp(g_cum) (.) (Q S_c) + tril(Q K^T (.) Gamma) v_new).
+struct GdnOutputArgs {
+  TensorView q, k, v_new, h, g_cum, cu_seqlens, o;
+  float scale = 0.f;
+};
+Status gdn_chunk_output(const GdnOutputArgs& args, const ExecOptions& opts = {});
+
+// Number of 64-token chunks in the batch (the first dim of h).
+Status gdn_num_chunks(const TensorView& q, const TensorView& cu_seqlens, int64_t* num_chunks);
+
+// ---- Decode: one token per sequence against a pool of states, updated in place.
+struct GdnDecodeArgs {
+  TensorView q, k;           // [N, H, K]
+  TensorView v;              // [N, HV, V]
+  TensorView g, beta;        // [N, HV]; g fp32, beta fp32 or q's dtype
+  TensorView state_pool;     // fp32 [P, HV, K, V], read and written in place
+  TensorView state_indices;  // int32 [N]: which pool slot sequence n uses (distinct slots)
+  TensorView o;              // [N, HV, V], q's dtype
+  float scale = 0.f;
+  bool use_qk_l2norm = false;
+};
+Status gdn_decode_step(const GdnDecodeArgs& args, const ExecOptions& opts = {});
+
+// Token-by-token recurrent form of the whole forward (CPU reference only): the definition above,
+// evaluated directly. Same arguments as gdn_chunk_forward.
+Status gdn_recurrent_forward(const GdnChunkArgs& args, const ExecOptions& opts = {});
+
+}  // namespace attnkit

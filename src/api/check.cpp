@@ -1,0 +1,146 @@
+#include "api/check.h"
+
+#include <sstream>
+
+#include "api/device_copy.h"
+
+namespace attnkit::detail {
+
+std::string shape_str(const TensorView& t) {
+  std::ostringstream os;
+  os << "[";
+  for (int i = 0; i < t.ndim; ++i) os << (i ? ", " : "") << t.shape[i];
+  os << "]";
+  return os.str();
+}
+
+Status require_defined(const TensorView& t, const char* name) {
+  if (!t.defined()) return Status::Invalid(std::string(name) + " is required but was not given");
+  return Status::Ok();
+}
+
+Status require_rank(const TensorView& t, const char* name, int rank) {
+  if (t.ndim != rank)
+    return Status::Invalid(std::string(name) + " must have " + std::to_string(rank) +
+                           " dimensions, got " + std::to_string(t.ndim) + " " + shape_str(t));
+  return Status::Ok();
+}
+
+Status require_dtype(const TensorView& t, const char* name, std::initializer_list<DType> allowed) {
+  std::string list;
+  for (DType d : allowed) {
+    if (d == t.dtype) return Status::Ok();
+    list += (list.empty() ? "" : " or ") + std::string(to_string(d));
+  }
+  return Status::Invalid(std::string(name) + " has dtype " + to_string(t.dtype) + ", expected " +
+                         list);
+}
+
+Status require_shape(const TensorView& t, const char* name, std::initializer_list<int64_t> expected) {
+  bool ok = t.ndim == static_cast<int>(expected.size());
+  std::ostringstream want;
+  want << "[";
+  int i = 0;
+  for (int64_t e : expected) {
+    want << (i ? ", " : "") << (e < 0 ? std::string("*") : std::to_string(e));
+    if (ok && e >= 0 && t.shape[i] != e) ok = false;
+    ++i;
+  }
+  want << "]";
+  if (!ok)
+    return Status::Invalid(std::string(name) + " has shape " + shape_str(t) + ", expected " +
+                           want.str());
+  return Status::Ok();
+}
+
+Status require_last_dim_contiguous(const TensorView& t, const char* name) {
+  if (t.ndim > 0 && t.shape[t.ndim - 1] > 1 && t.stride[t.ndim - 1] != 1)
+    return Status::Invalid(std::string(name) + " must be contiguous in its last dimension (stride " +
+                           std::to_string(t.stride[t.ndim - 1]) + ")");
+  return Status::Ok();
+}
+
+Status require_non_negative_strides(const TensorView& t, const char* name) {
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0)
+      return Status::Invalid(std::string(name) + " has a negative size in dimension " +
+                             std::to_string(i));
+    if (t.stride[i] < 0)
+      return Status::Invalid(std::string(name) + " has a negative stride in dimension " +
+                             std::to_string(i));
+  }
+  return Status::Ok();
+}
+
+Status require_same_device(const TensorView& t, const char* name, const Device& dev) {
+  if (!(t.device == dev))
+    return Status::Invalid(std::string(name) + " is on " + t.describe() +
+                           ", but the other tensors are on " +
+                           (dev.type == DeviceType::kCPU ? std::string("cpu")
+                                                          : "cuda:" + std::to_string(dev.index)));
+  return Status::Ok();
+}
+
+Status require_vector_aligned(const TensorView& t, const char* name) {
+  const size_t es = dtype_size(t.dtype);
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
+    return Status::Invalid(std::string(name) + " must be 16-byte aligned for the GPU kernels");
+  for (int i = 0; i + 1 < t.ndim; ++i)
+    if ((t.stride[i] * es) % 16 != 0 && t.shape[i] > 1)
+      return Status::Invalid(std::string(name) + " stride of dimension " + std::to_string(i) +
+                             " must be a multiple of 16 bytes for the GPU kernels");
+  return Status::Ok();
+}
+
+Status require_data(const TensorView& t, const char* name) {
+  if (t.numel() > 0 && t.data == nullptr)
+    return Status::Invalid(std::string(name) + " has elements but a null data pointer");
+  return Status::Ok();
+}
+
+Status read_int32(const TensorView& t, const char* name, void* stream, std::vector<int32_t>* out) {
+  ATTNKIT_RETURN_IF_ERROR(require_dtype(t, name, {DType::kInt32}));
+  const int64_t n = t.numel();
+  out->assign(static_cast<size_t>(n), 0);
+  if (n == 0) return Status::Ok();
+  // Copy the smallest span that covers every element, then gather with the strides.
+  int64_t span = 1;
+  for (int i = 0; i < t.ndim; ++i) span += (t.shape[i] - 1) * t.stride[i];
+  std::vector<int32_t> raw;
+  const int32_t* src = static_cast<const int32_t*>(t.data);
+  if (t.device.type == DeviceType::kCUDA) {
+    raw.resize(static_cast<size_t>(span));
+    ATTNKIT_RETURN_IF_ERROR(copy_device_to_host(raw.data(), t.data, span * sizeof(int32_t),
+                                                t.device.index, stream));
+    src = raw.data();
+  }
+  std::vector<int64_t> idx(t.ndim, 0);
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t off = 0;
+    for (int d = 0; d < t.ndim; ++d) off += idx[d] * t.stride[d];
+    (*out)[e] = src[off];
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      if (++idx[d] < t.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  (void)name;
+  return Status::Ok();
+}
+
+Status check_cu_seqlens(const std::vector<int32_t>& cu, const char* name, int64_t total) {
+  if (cu.empty()) return Status::Invalid(std::string(name) + " must have at least one entry");
+  if (cu[0] != 0)
+    return Status::Invalid(std::string(name) + "[0] must be 0, got " + std::to_string(cu[0]));
+  for (size_t i = 1; i < cu.size(); ++i)
+    if (cu[i] < cu[i - 1])
+      return Status::Invalid(std::string(name) + " must be non-decreasing, but entry " +
+                             std::to_string(i) + " (" + std::to_string(cu[i]) + ") < entry " +
+                             std::to_string(i - 1) + " (" + std::to_string(cu[i - 1]) + ")");
+  if (cu.back() > total)
+    return Status::Invalid(std::string(name) + " ends at " + std::to_string(cu.back()) +
+                           ", past the " + std::to_string(total) + " rows of the tensor");
+  return Status::Ok();
+}
+
+}  // namespace attnkit::detail

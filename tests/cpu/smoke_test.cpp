@@ -1,0 +1,3 @@
+#include <gtest/gtest.h>
+#include "attnkit/attnkit.h"
+TEST(Smoke, Version) { EXPECT_STRNE(attnkit::version(), ""); }
