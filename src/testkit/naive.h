@@ -1,0 +1,25 @@
+// Naive fp64 references written straight from the definitions in DESIGN.md, independent of the
+// library's CPU backend: what the CPU backend is tested against (and `attnkit check --naive`).
+// Inputs are host views of any float dtype; results are fp64, in the row-major order of O's
+// (and LSE's) logical shape.
+#pragma once
+
+#include <vector>
+
+#include "attnkit/attention.h"
+#include "attnkit/gdn.h"
+
+namespace attnkit::testkit {
+
+// Every option of AttentionArgs (layouts, GQA, masks, softcap, ALiBi, sinks, scale); lse gets
+// -inf for rows with no visible key. num_splits is ignored.
+Status naive_attention(const AttentionArgs& args, std::vector<double>* o, std::vector<double>* lse);
+
+// merge_states from its definition.
+Status naive_merge_states(const MergeStatesArgs& args, std::vector<double>* o,
+                          std::vector<double>* lse);
+
+// Gated DeltaNet token by token in fp64 (the recurrence in gdn.h). final_state: [N, HV, K, V].
+Status naive_gdn(const GdnChunkArgs& args, std::vector<double>* o, std::vector<double>* final_state);
+
+}  // namespace attnkit::testkit
