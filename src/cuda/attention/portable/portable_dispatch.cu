@@ -1,19 +1,281 @@
-// TEMPORARY stub, replaced by the portable kernels' dispatcher.
+// Dispatch for the portable (sm_80+) attention kernels: which compiled variant serves a request,
+// the split-KV plan, the kernel parameters, the workspace, and the launches.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
 #include "api/backends.h"
+#include "cuda/attention/portable/planner.h"
+#include "cuda/attention/portable/fwd_launch.cuh"
+#include "cuda/common/cuda_check.h"
+#include "cuda/instantiations/portable_fwd_list.h"
 
 namespace attnkit::detail {
-Status portable_attention_supports(const AttentionArgs&, const AttnProblem&) {
-  return Status::Unsupported("portable CUDA attention not implemented yet");
+namespace {
+
+using gpu::FwdParams;
+
+// kFull: masks + softcap + ALiBi at run time (and every decode).
+enum class Policy { kPlain, kMask, kFull };
+
+struct Variant {
+  int dqk, dv;
+  DType dtype;
+  Policy policy;
+  const char* name;
+  Status (*launch)(const FwdParams&, void*);
+};
+
+constexpr DType dtype_of(const char* t) {
+  return t[0] == 'b' ? DType::kBFloat16 : DType::kFloat16;
 }
-Status portable_attention_plan(const AttentionArgs&, const AttnProblem&, const CudaDeviceInfo&,
-                               AttentionPlan*) {
-  return Status::Unsupported("portable CUDA attention not implemented yet");
+constexpr Policy policy_of(const char* mask, const char* mod) {
+  return mask[0] == 'N' ? Policy::kPlain : (mod[0] == 'N' ? Policy::kMask : Policy::kFull);
 }
-Status portable_attention_forward(const AttentionArgs&, const AttnProblem&, const ExecOptions&,
-                                  const AttentionPlan&) {
-  return Status::Unsupported("portable CUDA attention not implemented yet");
+
+#define ATTNKIT_VARIANT_ROW(DQK, DV, DT, MASK, MOD)                                         \
+  Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD),                                   \
+          "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD,                          \
+          &gpu::ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD)},
+constexpr Variant kVariants[] = {ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_VARIANT_ROW)};
+#undef ATTNKIT_VARIANT_ROW
+
+Policy policy_for(const AttnProblem& prob) {
+  // Decode is memory bound: one generic variant serves every option there.
+  if (prob.softcap > 0.f || prob.has_alibi || prob.is_decode()) return Policy::kFull;
+  return prob.mask.is_none() ? Policy::kPlain : Policy::kMask;
 }
-Status cuda_merge_states(const MergeStatesArgs&, const MergeProblem&, const ExecOptions&) {
-  return Status::Unsupported("CUDA merge_states not implemented yet");
+
+const Variant* find_variant(const AttnProblem& prob) {
+  const Policy pol = policy_for(prob);
+  for (const Variant& v : kVariants)
+    if (v.dqk == prob.dqk && v.dv == prob.dv && v.dtype == prob.dtype && v.policy == pol) return &v;
+  return nullptr;
 }
+
+const Variant* find_variant(const std::string& kernel) {
+  for (const Variant& v : kVariants) {
+    const size_t n = std::strlen(v.name);
+    if (kernel.compare(0, n, v.name) == 0 && (kernel.size() == n || kernel[n] == '+')) return &v;
+  }
+  return nullptr;
+}
+
+int64_t part_rows(const AttnProblem& prob) {
+  return prob.q_ragged ? prob.q_rows : int64_t{prob.batch} * prob.q_rows;
+}
+
+size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
+
+size_t workspace_for(const AttnProblem& prob, int splits) {
+  if (splits <= 1) return 0;
+  const size_t rows = static_cast<size_t>(splits) * part_rows(prob) * prob.hq;
+  return align_up(rows * prob.dv * sizeof(float)) + align_up(rows * sizeof(float));
+}
+
+// Switches to the tensors' device for the launches and back afterwards.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    ok_ = cudaGetDevice(&prev_) == cudaSuccess && cudaSetDevice(device) == cudaSuccess;
+  }
+  ~DeviceGuard() {
+    if (ok_) cudaSetDevice(prev_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  int prev_ = 0;
+  bool ok_ = false;
+};
+
+FwdParams make_params(const AttentionArgs& a, const AttnProblem& prob) {
+  FwdParams p;
+  const bool qr = prob.q_ragged;
+  p.q = a.q.data;
+  p.q_batch_stride = qr ? 0 : a.q.stride[0];
+  p.q_row_stride = qr ? a.q.stride[0] : a.q.stride[1];
+  p.q_head_stride = a.q.stride_of(-2);
+  p.o = a.o.data;
+  p.o_batch_stride = qr ? 0 : a.o.stride[0];
+  p.o_row_stride = qr ? a.o.stride[0] : a.o.stride[1];
+  p.o_head_stride = a.o.stride_of(-2);
+  if (prob.has_lse) {
+    p.lse = static_cast<float*>(a.lse.data);
+    p.lse_batch_stride = qr ? 0 : a.lse.stride[0];
+    p.lse_row_stride = qr ? a.lse.stride[0] : a.lse.stride[1];
+    p.lse_head_stride = a.lse.stride_of(-1);
+  }
+  if (qr) {
+    p.cu_seqlens_q = static_cast<const int32_t*>(a.cu_seqlens_q.data);
+    p.cu_q_stride = a.cu_seqlens_q.stride[0];
+  }
+
+  gpu::KvOperand& kv = p.kv;
+  kv.k = a.k.data;
+  kv.v = a.v.data;
+  const bool kr = prob.kv == KvLayout::kRagged;
+  kv.k_outer_stride = kr ? 0 : a.k.stride[0];
+  kv.k_row_stride = kr ? a.k.stride[0] : a.k.stride[1];
+  kv.k_head_stride = a.k.stride_of(-2);
+  kv.v_outer_stride = kr ? 0 : a.v.stride[0];
+  kv.v_row_stride = kr ? a.v.stride[0] : a.v.stride[1];
+  kv.v_head_stride = a.v.stride_of(-2);
+  switch (prob.kv) {
+    case KvLayout::kContiguous:
+      kv.kind = gpu::KvKind::kContiguous;
+      kv.k_rows = static_cast<int>(prob.k_rows);
+      break;
+    case KvLayout::kRagged:
+      kv.kind = gpu::KvKind::kRagged;
+      kv.k_rows = static_cast<int>(prob.k_rows);
+      kv.cu_seqlens_k = static_cast<const int32_t*>(a.cu_seqlens_k.data);
+      kv.cu_k_stride = a.cu_seqlens_k.stride[0];
+      break;
+    case KvLayout::kPaged:
+      kv.kind = gpu::KvKind::kPaged;
+      kv.k_rows = static_cast<int>(prob.max_pages * prob.page_size());
+      kv.page_table = static_cast<const int32_t*>(a.page_table.data);
+      kv.pt_batch_stride = a.page_table.stride[0];
+      kv.pt_col_stride = a.page_table.stride[1];
+      kv.num_pages = static_cast<int>(prob.num_pages);
+      kv.page_size = gpu::FastDiv(static_cast<int32_t>(prob.page_size()));
+      break;
+  }
+  if (prob.has_seqused_k) {
+    kv.seqused_k = static_cast<const int32_t*>(a.seqused_k.data);
+    kv.seqused_stride = a.seqused_k.stride[0];
+  }
+
+  p.batch = prob.batch;
+  p.hq = prob.hq;
+  p.hkv = prob.hkv;
+  p.group = gpu::FastDiv(prob.hq / prob.hkv);
+  p.q_rows = static_cast<int>(prob.q_rows);
+  p.max_seqlen_q = prob.max_seqlen_q;
+  p.scale = prob.scale;
+  p.scale_log2 = prob.scale * gpu::kLog2e;
+  p.softcap = prob.softcap;
+  if (prob.has_alibi) {
+    p.alibi = static_cast<const float*>(a.alibi_slopes.data);
+    p.alibi_stride = a.alibi_slopes.stride[0];
+  }
+  if (prob.has_sinks) {
+    p.sinks = static_cast<const float*>(a.sinks.data);
+    p.sinks_stride = a.sinks.stride[0];
+  }
+  p.window_left = prob.mask.window_left;
+  p.window_right = prob.mask.window_right;
+  p.chunk_size = prob.mask.chunk_size;
+  return p;
+}
+
+}  // namespace
+
+Status portable_attention_supports(const AttentionArgs& args, const AttnProblem& prob) {
+  if (prob.dtype != DType::kBFloat16 && prob.dtype != DType::kFloat16)
+    return Status::Unsupported(std::string("portable CUDA attention supports bf16 and fp16, not ") +
+                               to_string(prob.dtype));
+  if (find_variant(prob) == nullptr)
+    return Status::Unsupported("portable CUDA attention has no kernel for head dims q/k " +
+                               std::to_string(prob.dqk) + ", v " + std::to_string(prob.dv) +
+                               " (built: 64/64, 96/96, 128/128, 192/128, 192/192, 256/256)");
+  const int64_t k_extent =
+      prob.kv == KvLayout::kPaged ? prob.max_pages * prob.page_size() : prob.k_rows;
+  if (prob.q_rows > INT32_MAX / 2 || k_extent > INT32_MAX / 2 ||
+      int64_t{prob.max_seqlen_q} * (prob.hq / prob.hkv) > INT32_MAX / 2)
+    return Status::Unsupported("portable CUDA attention: sequence extents must stay below 2^30");
+  if (prob.batch > gpu::kMaxGridYZ)
+    return Status::Unsupported("portable CUDA attention: batch " + std::to_string(prob.batch) +
+                               " exceeds 65535");
+  (void)args;
+  return Status::Ok();
+}
+
+Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& prob,
+                               const CudaDeviceInfo& dev, AttentionPlan* plan) {
+  if (dev.cc_major < 8)
+    return Status::Unsupported("portable CUDA attention needs compute capability 8.0 or newer");
+  const Variant* v = find_variant(prob);
+  if (v == nullptr) return portable_attention_supports(args, prob);
+  PlanInput in;
+  in.batch = prob.batch;
+  in.hkv = prob.hkv;
+  in.group = prob.hq / prob.hkv;
+  in.max_seqlen_q = prob.max_seqlen_q;
+  in.max_seqlen_k = prob.max_seqlen_k;
+  in.block_m = gpu::block_m_for(prob.dqk, prob.dv, v->policy != Policy::kFull);
+  in.block_n = (prob.dqk <= 128 && prob.dv <= 128) ? 64 : 32;
+  in.sm_count = dev.sm_count;
+  in.requested_splits = args.num_splits;
+  const int splits = plan_num_splits(in);
+  plan->backend = Backend::kCudaPortable;
+  plan->kernel = std::string(v->name) + (splits > 1 ? "+split_combine" : "");
+  plan->num_splits = splits;
+  plan->workspace_bytes = workspace_for(prob, splits);
+  return Status::Ok();
+}
+
+Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& prob,
+                                  const ExecOptions& opts, const AttentionPlan& plan) {
+  if (plan.backend != Backend::kCudaPortable)
+    return Status::Invalid("plan was made for another backend");
+  const Variant* v = find_variant(plan.kernel);
+  if (v == nullptr || v->dqk != prob.dqk || v->dv != prob.dv || v->dtype != prob.dtype)
+    return Status::Invalid("plan (kernel '" + plan.kernel + "') does not match these arguments");
+  if (v->policy != Policy::kFull && (prob.softcap > 0.f || prob.has_alibi))
+    return Status::Invalid("plan (kernel '" + plan.kernel +
+                           "') lacks the softcap / ALiBi these arguments need");
+  if (v->policy == Policy::kPlain && !prob.mask.is_none())
+    return Status::Invalid("plan (kernel '" + plan.kernel + "') has no mask, these arguments do");
+  const int splits = std::max(plan.num_splits, 1);
+  if (splits > 1 && int64_t{prob.hkv} * splits > gpu::kMaxGridYZ)
+    return Status::Invalid("plan num_splits too large for these kv heads");
+  if (prob.batch == 0 || prob.q_rows == 0) return Status::Ok();
+
+  DeviceGuard guard(prob.device.index);
+  if (!guard.ok()) return Status::Cuda("cannot select cuda:" + std::to_string(prob.device.index));
+  const auto stream = static_cast<cudaStream_t>(opts.stream);
+
+  FwdParams p = make_params(args, prob);
+  p.num_splits = splits;
+  void* owned = nullptr;
+  if (splits > 1) {
+    const size_t need = workspace_for(prob, splits);
+    void* ws = opts.workspace;
+    // The partials are written as float2: a caller's buffer must be 16-byte aligned to be used.
+    if (ws == nullptr || opts.workspace_bytes < need || reinterpret_cast<uintptr_t>(ws) % 16 != 0) {
+      ATTNKIT_CUDA_TRY(cudaMallocAsync(&owned, need, stream));
+      ws = owned;
+    }
+    const size_t rows = static_cast<size_t>(splits) * part_rows(prob) * prob.hq;
+    p.part_o = static_cast<float*>(ws);
+    p.part_lse = reinterpret_cast<float*>(static_cast<char*>(ws) + align_up(rows * prob.dv * 4));
+    p.part_rows = part_rows(prob);
+  }
+  const Status st = [&]() -> Status {
+    ATTNKIT_RETURN_IF_ERROR(v->launch(p, opts.stream));
+    if (splits > 1) {
+      const int64_t warps = int64_t{prob.max_seqlen_q} * prob.hq;
+      const dim3 grid(static_cast<unsigned>((warps + 3) / 4), static_cast<unsigned>(prob.batch));
+      if (prob.dtype == DType::kBFloat16)
+        gpu::split_combine_kernel<__nv_bfloat16><<<grid, 128, 0, stream>>>(p, prob.dv);
+      else
+        gpu::split_combine_kernel<__half><<<grid, 128, 0, stream>>>(p, prob.dv);
+      ATTNKIT_CUDA_CHECK_LAUNCH("split_combine_kernel");
+    }
+    return Status::Ok();
+  }();
+  // Freed stream-ordered after the kernels that use it, also when a launch failed.
+  if (owned != nullptr) {
+    const cudaError_t err = cudaFreeAsync(owned, stream);
+    if (st.ok() && err != cudaSuccess) return cuda_status(err, "cudaFreeAsync", __FILE__, __LINE__);
+  }
+  return st;
+}
+
 }  // namespace attnkit::detail

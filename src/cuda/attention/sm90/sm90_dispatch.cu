@@ -1,20 +1,175 @@
-// Hopper (sm_90a) attention: not built yet (issue: warp-specialized TMA + WGMMA kernel). Until it
-// exists, requests report Unsupported here and the dispatcher uses the portable kernels, naming them
-// in the plan.
+// Dispatch for the Hopper (sm_90a) prefill kernels: which requests they serve (anything else is
+// Unsupported with the reason, and the dispatcher falls back to the portable kernels), the plan,
+// and the launch of the variant from sm90_fwd_list.h.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
 #include "api/backends.h"
+#include "cuda/attention/sm90/sm90_fwd_params.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/instantiations/sm90_fwd_list.h"
 
 namespace attnkit::detail {
+namespace {
 
-Status sm90_attention_supports(const AttentionArgs&, const AttnProblem&) {
-  return Status::Unsupported("the sm90 (TMA + WGMMA) attention kernel is not implemented yet");
+using gpu::Sm90FwdArgs;
+
+struct Variant {
+  int d;
+  DType dtype;
+  bool causal;
+  const char* name;
+  Status (*launch)(const Sm90FwdArgs&, cudaStream_t);
+};
+
+constexpr DType dtype_of(const char* t) { return t[0] == 'b' ? DType::kBFloat16 : DType::kFloat16; }
+constexpr bool causal_of(const char* m) { return m[0] == 'c'; }
+
+#define ATTNKIT_SM90_VARIANT_ROW(D, DT, MASK)                                       \
+  Variant{D, dtype_of(#DT), causal_of(#MASK), "sm90_fwd_d" #D "_" #DT "_" #MASK,    \
+          &gpu::sm90_fwd_d##D##_##DT##_##MASK},
+constexpr Variant kVariants[] = {ATTNKIT_SM90_FWD_LIST(ATTNKIT_SM90_VARIANT_ROW)};
+#undef ATTNKIT_SM90_VARIANT_ROW
+
+bool is_causal(const Mask& m) {
+  return m.window_left < 0 && m.window_right == 0 && m.chunk_size == 0;
 }
-Status sm90_attention_plan(const AttentionArgs&, const AttnProblem&, const CudaDeviceInfo&,
-                           AttentionPlan*) {
-  return Status::Unsupported("the sm90 (TMA + WGMMA) attention kernel is not implemented yet");
+
+const Variant* find_variant(const AttnProblem& prob) {
+  const bool causal = is_causal(prob.mask);
+  for (const Variant& v : kVariants)
+    if (v.d == prob.dqk && v.dtype == prob.dtype && v.causal == causal) return &v;
+  return nullptr;
 }
-Status sm90_attention_forward(const AttentionArgs&, const AttnProblem&, const ExecOptions&,
-                              const AttentionPlan&) {
-  return Status::Unsupported("the sm90 (TMA + WGMMA) attention kernel is not implemented yet");
+
+const Variant* find_variant(const std::string& kernel) {
+  for (const Variant& v : kVariants)
+    if (kernel == v.name) return &v;
+  return nullptr;
+}
+
+// TMA reads Q, K and V: 16-byte aligned base, unit stride along the head dim, every other stride a
+// multiple of 16 bytes (8 elements).
+Status check_tma_operand(const TensorView& t, const char* name) {
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
+    return Status::Unsupported(std::string("sm90 attention: ") + name + " must be 16-byte aligned");
+  if (t.stride_of(-1) != 1)
+    return Status::Unsupported(std::string("sm90 attention: ") + name +
+                               " must be contiguous along the head dim");
+  for (int i = 0; i + 1 < t.ndim; ++i)
+    if ((t.shape[i] > 1 || i == 1) && (t.stride[i] % 8 != 0 || t.stride[i] <= 0 || t.stride[i] >= (int64_t{1} << 36)))
+      return Status::Unsupported(std::string("sm90 attention: ") + name + " stride " +
+                                 std::to_string(t.stride[i]) + " (dim " + std::to_string(i) +
+                                 ") is not a positive multiple of 8 elements (TMA needs 16 bytes)");
+  return Status::Ok();
+}
+
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    ok_ = cudaGetDevice(&prev_) == cudaSuccess && cudaSetDevice(device) == cudaSuccess;
+  }
+  ~DeviceGuard() {
+    if (ok_) cudaSetDevice(prev_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  int prev_ = 0;
+  bool ok_ = false;
+};
+
+}  // namespace
+
+Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& prob) {
+#if !defined(ATTNKIT_HAS_SM90A)
+  (void)args;
+  (void)prob;
+  return Status::Unsupported("this attnkit build has no sm_90a target (ATTNKIT_CUDA_ARCHS lacks 90a)");
+#else
+  auto no = [](const std::string& why) { return Status::Unsupported("sm90 attention: " + why); };
+  if (prob.dtype != DType::kBFloat16 && prob.dtype != DType::kFloat16)
+    return no(std::string("supports bf16 and fp16, not ") + to_string(prob.dtype));
+  if (prob.dqk != prob.dv) return no("needs Dqk == Dv");
+  if (prob.dqk != 64 && prob.dqk != 128 && prob.dqk != 256)
+    return no("head dim " + std::to_string(prob.dqk) + " not built (64, 128, 256)");
+  if (prob.q_ragged) return no("ragged Q (cu_seqlens_q) is not supported yet");
+  if (prob.kv != KvLayout::kContiguous) return no("only contiguous K/V (no ragged or paged) yet");
+  if (prob.has_seqused_k) return no("seqused_k is not supported yet");
+  if (!prob.mask.is_none() && !is_causal(prob.mask))
+    return no("only no mask and causal (no sliding window or chunked masks) yet");
+  if (prob.softcap > 0.f) return no("softcap is not supported yet");
+  if (prob.has_alibi) return no("ALiBi is not supported yet");
+  if (prob.has_sinks) return no("learned sinks are not supported yet");
+  if (args.num_splits > 1) return no("split-KV (num_splits > 1) is not supported");
+  if (prob.is_decode())
+    return no("decode-sized queries (<= 16 rows) go to the portable split-KV kernels");
+  if (prob.k_rows < 1) return no("needs at least one key");
+  if (prob.q_rows > (int64_t{1} << 30) || prob.k_rows > (int64_t{1} << 30))
+    return no("sequence lengths must stay below 2^30");
+  if ((prob.q_rows + 127) / 128 > 65535) return no("too many query tiles (> 65535)");
+  if (prob.batch > 65535) return no("batch " + std::to_string(prob.batch) + " exceeds 65535");
+  if (prob.hq > 65535) return no("hq " + std::to_string(prob.hq) + " exceeds 65535");
+  ATTNKIT_RETURN_IF_ERROR(check_tma_operand(args.q, "q"));
+  ATTNKIT_RETURN_IF_ERROR(check_tma_operand(args.k, "k"));
+  ATTNKIT_RETURN_IF_ERROR(check_tma_operand(args.v, "v"));
+  // O is written with 4-byte (two-element) stores.
+  if (reinterpret_cast<uintptr_t>(args.o.data) % 4 != 0 || args.o.stride_of(-1) != 1)
+    return no("o must be 4-byte aligned and contiguous along the head dim");
+  for (int i = 0; i + 1 < args.o.ndim; ++i)
+    if (args.o.stride[i] % 2 != 0) return no("o strides must be even");
+  if (find_variant(prob) == nullptr) return no("no kernel variant for this request");
+  return Status::Ok();
+#endif
+}
+
+Status sm90_attention_plan(const AttentionArgs& args, const AttnProblem& prob,
+                           const CudaDeviceInfo& dev, AttentionPlan* plan) {
+  if (dev.cc_major != 9) return Status::Unsupported("sm90 attention needs a Hopper GPU (compute 9.x)");
+  ATTNKIT_RETURN_IF_ERROR(sm90_attention_supports(args, prob));
+  const Variant* v = find_variant(prob);
+  plan->backend = Backend::kCudaSm90;
+  plan->kernel = v->name;
+  plan->num_splits = 1;
+  plan->workspace_bytes = 0;
+  return Status::Ok();
+}
+
+Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
+                              const ExecOptions& opts, const AttentionPlan& plan) {
+  const Variant* v = find_variant(plan.kernel);
+  if (v == nullptr || v != find_variant(prob))
+    return Status::Invalid("plan names kernel '" + plan.kernel + "', which does not serve this request");
+  if (prob.batch == 0 || prob.q_rows == 0) return Status::Ok();  // nothing to compute or write
+  Sm90FwdArgs g;
+  g.q = a.q.data;
+  g.k = a.k.data;
+  g.v = a.v.data;
+  g.o = a.o.data;
+  g.q_batch = a.q.stride[0], g.q_row = a.q.stride[1], g.q_head = a.q.stride[2];
+  g.k_batch = a.k.stride[0], g.k_row = a.k.stride[1], g.k_head = a.k.stride[2];
+  g.v_batch = a.v.stride[0], g.v_row = a.v.stride[1], g.v_head = a.v.stride[2];
+  g.o_batch = a.o.stride[0], g.o_row = a.o.stride[1], g.o_head = a.o.stride[2];
+  if (prob.has_lse) {
+    g.lse = static_cast<float*>(a.lse.data);
+    g.lse_batch = a.lse.stride[0], g.lse_row = a.lse.stride[1], g.lse_head = a.lse.stride[2];
+  }
+  g.batch = prob.batch;
+  g.sq = static_cast<int>(prob.q_rows);
+  g.sk = static_cast<int>(prob.k_rows);
+  g.hq = prob.hq;
+  g.hkv = prob.hkv;
+  g.scale = prob.scale;
+  // Tuning knob for measurements: ATTNKIT_SM90_PINGPONG=0 turns the warpgroup ping-pong off.
+  if (const char* e = std::getenv("ATTNKIT_SM90_PINGPONG")) g.pingpong = std::strcmp(e, "0") != 0;
+  DeviceGuard guard(prob.device.index);
+  if (!guard.ok()) return Status::Cuda("sm90 attention: cannot select CUDA device " +
+                                       std::to_string(prob.device.index));
+  return v->launch(g, static_cast<cudaStream_t>(opts.stream));
 }
 
 }  // namespace attnkit::detail

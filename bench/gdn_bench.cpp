@@ -1,0 +1,184 @@
+// Gated DeltaNet GPU timings (prints a table): the decode step against state bytes moved, the
+// chunk-output stage against the bytes it must move, the whole chunked forward, and a
+// device-to-device copy as the bandwidth ceiling. Shapes follow the fla anchors (Qwen3-Next's
+// linear-attention layers: H = 16, HV = 32, K = V = 128, bf16). Median of many event-timed runs.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "attnkit/gdn.h"
+#include "testkit/buffer.h"
+
+using namespace attnkit;
+using testkit::Buffer;
+
+namespace {
+
+#define CK(x)                                                                          \
+  do {                                                                                 \
+    cudaError_t e = (x);                                                               \
+    if (e != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e));             \
+      std::exit(1);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+double median_ms(const std::function<void()>& fn, int reps = 50) {
+  for (int i = 0; i < 5; ++i) fn();
+  CK(cudaDeviceSynchronize());
+  std::vector<float> t(reps);
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(a));
+    fn();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    CK(cudaEventElapsedTime(&t[i], a, b));
+  }
+  std::sort(t.begin(), t.end());
+  return t[reps / 2];
+}
+
+void check(const Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, s.message().c_str());
+    std::exit(1);
+  }
+}
+
+Buffer dev_normal(DType dt, std::vector<int64_t> shape, std::mt19937_64& rng, float sd = 1.f) {
+  Buffer b(dt, std::move(shape), cuda(0));
+  testkit::fill_normal(b, rng, 0.f, sd);
+  return b;
+}
+Buffer dev_uniform(DType dt, std::vector<int64_t> shape, std::mt19937_64& rng, float lo, float hi) {
+  Buffer b(dt, std::move(shape), cuda(0));
+  testkit::fill_uniform(b, rng, lo, hi);
+  return b;
+}
+
+constexpr int64_t H = 16, HV = 32, D = 128;
+
+}  // namespace
+
+int main() {
+  if (!testkit::cuda_available()) {
+    std::printf("no CUDA device\n");
+    return 0;
+  }
+  std::printf("device: %s\n", testkit::cuda_device_name().c_str());
+  std::mt19937_64 rng(7);
+  {
+    // Keep stream-ordered scratch (the forward's intermediates) cached between calls, as a
+    // framework's caching allocator would.
+    cudaMemPool_t pool;
+    CK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    uint64_t keep = ~uint64_t(0);
+    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  }
+  {
+    const size_t bytes = size_t(1) << 30;
+    void *x, *y;
+    CK(cudaMalloc(&x, bytes));
+    CK(cudaMalloc(&y, bytes));
+    CK(cudaMemset(x, 1, bytes));
+    const double ms = median_ms([&] { CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice)); }, 20);
+    std::printf("%-28s %9.4f ms  %8.1f GB/s (read+write)\n", "copy 1 GiB", ms, 2.0 * bytes / ms / 1e6);
+    CK(cudaFree(x));
+    CK(cudaFree(y));
+  }
+  for (int64_t B : {1, 32, 256}) {
+    // q/k already unit-norm as in the fla anchor; several pools so repeated runs do not hit L2.
+    Buffer q = dev_normal(DType::kBFloat16, {B, H, D}, rng, 0.09f);
+    Buffer k = dev_normal(DType::kBFloat16, {B, H, D}, rng, 0.09f);
+    Buffer v = dev_normal(DType::kBFloat16, {B, HV, D}, rng);
+    Buffer g = dev_uniform(DType::kFloat32, {B, HV}, rng, -1.f, -0.01f);
+    Buffer beta = dev_uniform(DType::kBFloat16, {B, HV}, rng, 0.1f, 1.f);
+    Buffer o(DType::kBFloat16, {B, HV, D}, cuda(0));
+    const int pools = B >= 32 ? 2 : 8;
+    std::vector<Buffer> pool;
+    for (int i = 0; i < pools; ++i) pool.push_back(dev_normal(DType::kFloat32, {B, HV, D, D}, rng, 0.3f));
+    std::vector<int32_t> perm(B);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    Buffer idx(DType::kInt32, {B}, cuda(0));
+    idx.from_int(perm);
+    int it = 0;
+    auto run = [&] {
+      GdnDecodeArgs a;
+      a.q = q.view();
+      a.k = k.view();
+      a.v = v.view();
+      a.g = g.view();
+      a.beta = beta.view();
+      a.state_pool = pool[it++ % pools].view();
+      a.state_indices = idx.view();
+      a.o = o.view();
+      check(gdn_decode_step(a), "decode");
+    };
+    const double ms = median_ms(run, 100);
+    const double bytes = 2.0 * B * HV * D * D * 4;
+    std::printf("decode B=%-4ld                %9.4f ms  %8.1f GB/s (state r+w)\n", long(B), ms,
+                bytes / ms / 1e6);
+  }
+  struct Case { const char* name; int64_t T; std::vector<int32_t> lens; };
+  for (const Case& c : {Case{"B1_T4k", 4096, {}}, Case{"B1_T16k", 16384, {}}, Case{"B1_T64k", 65536, {}},
+                        Case{"varlen8_32k", 32768, {1000, 7000, 3000, 5000, 2768, 8000, 4000, 2000}}}) {
+    const int64_t T = c.T;
+    Buffer q = dev_normal(DType::kBFloat16, {1, T, H, D}, rng, 0.09f);
+    Buffer k = dev_normal(DType::kBFloat16, {1, T, H, D}, rng, 0.09f);
+    Buffer v = dev_normal(DType::kBFloat16, {1, T, HV, D}, rng);
+    Buffer g = dev_uniform(DType::kFloat32, {1, T, HV}, rng, -1.f, -0.01f);
+    Buffer beta = dev_uniform(DType::kBFloat16, {1, T, HV}, rng, 0.1f, 1.f);
+    Buffer o(DType::kBFloat16, {1, T, HV, D}, cuda(0));
+    Buffer cu;
+    int64_t N = 1, C = (T + 63) / 64;
+    if (!c.lens.empty()) {
+      std::vector<int32_t> cuv = {0};
+      C = 0;
+      for (int32_t l : c.lens) {
+        cuv.push_back(cuv.back() + l);
+        C += (l + 63) / 64;
+      }
+      N = static_cast<int64_t>(c.lens.size());
+      cu = Buffer(DType::kInt32, {N + 1}, cuda(0));
+      cu.from_int(cuv);
+    }
+    Buffer fin(DType::kFloat32, {N, HV, D, D}, cuda(0));
+    GdnChunkArgs a;
+    a.q = q.view();
+    a.k = k.view();
+    a.v = v.view();
+    a.g = g.view();
+    a.beta = beta.view();
+    if (!cu.empty()) a.cu_seqlens = cu.view();
+    a.final_state = fin.view();
+    a.o = o.view();
+    const double ms = median_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
+    // Stages alone, on bf16 intermediates as the forward keeps them.
+    TensorView cuv = cu.empty() ? TensorView{} : cu.view();
+    Buffer gc(DType::kFloat32, {1, T, HV}, cuda(0));
+    check(gdn_chunk_cumsum({g.view(), cuv, gc.view()}), "cumsum");
+    Buffer w(DType::kBFloat16, {1, T, HV, D}, cuda(0)), u(DType::kBFloat16, {1, T, HV, D}, cuda(0));
+    Buffer ainv(DType::kBFloat16, {1, T, HV, 64}, cuda(0));
+    check(gdn_kkt_inverse({k.view(), beta.view(), gc.view(), cuv, ainv.view()}), "kkt");
+    const double ms_kkt = median_ms([&] { check(gdn_kkt_inverse({k.view(), beta.view(), gc.view(), cuv, ainv.view()}), "kkt"); }, 20);
+    check(gdn_wu({k.view(), v.view(), beta.view(), gc.view(), ainv.view(), cuv, w.view(), u.view()}), "wu");
+    Buffer h(DType::kBFloat16, {C, HV, D, D}, cuda(0)), vn(DType::kBFloat16, {1, T, HV, D}, cuda(0));
+    GdnStateArgs sa{k.view(), w.view(), u.view(), gc.view(), cuv, {}, h.view(), vn.view(), {}};
+    const double ms_h = median_ms([&] { check(gdn_state_pass(sa), "state"); }, 20);
+    GdnOutputArgs oa{q.view(), k.view(), vn.view(), h.view(), gc.view(), cuv, o.view()};
+    const double ms_o = median_ms([&] { check(gdn_chunk_output(oa), "output"); }, 20);
+    const double bytes_o = (2.0 * T * H * D + 2.0 * T * HV * D + double(C) * HV * D * D) * 2 + T * HV * 4.0;
+    std::printf("forward %-12s T=%-6ld   %9.4f ms  %8.2f Mtok/s | kkt+inv %.4f ms  state %.4f ms  output %.4f ms (%.1f GB/s)\n",
+                c.name, long(T), ms, T / ms / 1e3, ms_kkt, ms_h, ms_o, bytes_o / ms_o / 1e6);
+  }
+  return 0;
+}

@@ -1,0 +1,34 @@
+#include "cuda/attention/portable/planner.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace attnkit::detail {
+
+namespace {
+constexpr int kMaxSplits = 128;
+// Each split should stream at least this many key blocks, or the pipeline never fills and the
+// combine's traffic outweighs the gain.
+constexpr int kMinBlocksPerSplit = 4;
+// Two CTAs of the portable kernel fit on an SM (shared memory / registers).
+constexpr int kCtasPerSm = 2;
+}  // namespace
+
+int plan_num_splits(const PlanInput& in) {
+  const int64_t n_blocks = (int64_t{in.max_seqlen_k} + in.block_n - 1) / in.block_n;
+  const int grid_cap = std::max(1, 65535 / std::max(in.hkv, 1));
+  if (in.requested_splits > 0)
+    return static_cast<int>(std::min<int64_t>({in.requested_splits, kMaxSplits, grid_cap}));
+  const int64_t m_blocks =
+      (int64_t{in.max_seqlen_q} * in.group + in.block_m - 1) / in.block_m;
+  const int64_t ctas = m_blocks * in.batch * in.hkv;
+  const int64_t slots = int64_t{in.sm_count} * kCtasPerSm;
+  if (ctas <= 0 || ctas >= slots) return 1;
+  // Whole waves only: a partial second wave would leave most SMs idle for its duration.
+  int64_t splits = slots / ctas;
+  splits = std::min<int64_t>(splits, n_blocks / kMinBlocksPerSplit);
+  splits = std::min<int64_t>({splits, kMaxSplits, grid_cap});
+  return static_cast<int>(std::max<int64_t>(splits, 1));
+}
+
+}  // namespace attnkit::detail

@@ -1,0 +1,18 @@
+// Split-KV planning for the portable kernels: how many slices of the key range each row tile is
+// cut into, so that small batches (decode with batch 1) still put work on every SM. Host-only and
+// deterministic: a plan made once can be reused, also under CUDA graph capture.
+#pragma once
+
+namespace attnkit::detail {
+
+struct PlanInput {
+  int batch = 0, hkv = 0, group = 1;
+  int max_seqlen_q = 0, max_seqlen_k = 0;
+  int block_m = 64, block_n = 64;
+  int sm_count = 1;
+  int requested_splits = 0;  // AttentionArgs::num_splits: 0 = decide here
+};
+
+int plan_num_splits(const PlanInput& in);
+
+}  // namespace attnkit::detail

@@ -1,0 +1,482 @@
+// Hopper (sm_90a) attention prefill: warp-specialized, TMA + WGMMA.
+//
+// One CTA computes 128 query rows of one (batch, head). Three warpgroups:
+//   WG0 (producer): gives registers away; one thread issues the TMA loads of the Q tile (once) and
+//                   of K and V tiles into an N-stage shared-memory pipeline, last KV tile first.
+//   WG1, WG2 (consumers): each owns 64 of the 128 query rows. Per KV tile: S = Q·Kᵀ (WGMMA, both
+//                   operands in shared memory), masking only on tiles that need it, online softmax
+//                   in registers (exp2 with scale·log2e folded in), P converted to 16-bit in
+//                   registers and used as the A operand of O += P·V (WGMMA, A from registers),
+//                   O kept in fp32 registers. O is rescaled only when a row's running max grew.
+// Overlap: inside a consumer warpgroup, S(n) = Q·K(n)ᵀ and O += P(n+1)·V(n+1) are issued together
+// and the softmax of S(n) runs while the P·V GEMM still works; between the two consumer
+// warpgroups, named barriers make them take turns issuing GEMMs (ping-pong), so one's softmax
+// overlaps the other's GEMMs. K and V each flow through a PipelineTmaAsync (full barriers carry
+// the TMA transaction bytes, empty barriers the consumers' releases).
+// The epilogue normalises O, writes it with direct stores (rows < Sq only) and writes the LSE.
+// Grid: one CTA per (query tile, head, batch), no persistence (see the grid-order note below).
+//
+// The KV loop runs from the last visible KV tile down to tile 0: with the causal mask the tiles
+// that need masking are the first ones visited, so the rest run without mask code.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/numeric_conversion.h>
+#include <cutlass/numeric_types.h>
+#include <cutlass/pipeline/pipeline.hpp>
+
+#include <cmath>
+#include <cstdint>
+
+namespace attnkit::gpu::sm90 {
+
+using namespace cute;
+
+// Compile-time shape of one variant: tile sizes, shared-memory layouts, MMAs, TMA types.
+template <class Element_, int kHeadDim_, bool kCausal_>
+struct FwdConfig {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr bool kCausal = kCausal_;
+  static constexpr int kBlockM = 128;  // two consumer warpgroups x 64 rows
+  // KV tile and pipeline depth. Per consumer thread O takes D/2 registers, S N/2 and P N/4.
+  // Measured on H100 (D=128, 16k): N=176 (and N=80 at D=256) made ptxas split the wgmma batches
+  // and lost ~20%, so the tiles stay at 128 (64 at D=256, where Q + 2 stages fill shared memory).
+  static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
+  static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
+  static constexpr int kThreads = 384;
+  static constexpr int kConsumerThreads = 256;
+
+  using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  using TileK = Shape<Int<kBlockN>, Int<kHeadDim>>;
+  using TileVt = Shape<Int<kHeadDim>, Int<kBlockN>>;
+  using TileS = Shape<Int<kBlockM>, Int<kBlockN>>;
+  using TileO = Shape<Int<kBlockM>, Int<kHeadDim>>;
+
+  // Q and K: rows of D contiguous (K-major for S = Q·Kᵀ). V is viewed transposed, (D, keys) with D
+  // contiguous, which is the MN-major B operand of O = P·V; TMA writes it in that layout directly.
+  using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, TileQ{}));
+  using SmemLayoutK = decltype(tile_to_shape(
+      GMMA::Layout_K_SW128_Atom<Element>{},
+      make_shape(Int<kBlockN>{}, Int<kHeadDim>{}, Int<kStages>{})));
+  using SmemLayoutVt = decltype(tile_to_shape(
+      GMMA::Layout_MN_SW128_Atom<Element>{},
+      make_shape(Int<kHeadDim>{}, Int<kBlockN>{}, Int<kStages>{})));
+
+  // Two warpgroups stacked along M: thread t of the consumers works on rows 64*(t/128)..+63.
+  using TiledMmaS = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
+      Layout<Shape<_2, _1, _1>>{}));
+  using TiledMmaO = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
+
+  // Global tensors as TMA sees them: (rows, D, heads, batch) for Q and K, (D, rows, heads, batch)
+  // for V. Strides in elements; the head dim is contiguous.
+  using ShapeRows = Shape<int32_t, Int<kHeadDim>, int32_t, int32_t>;
+  using StrideRows = Stride<int64_t, _1, int64_t, int64_t>;
+  using ShapeVt = Shape<Int<kHeadDim>, int32_t, int32_t, int32_t>;
+  using StrideVt = Stride<_1, int64_t, int64_t, int64_t>;
+
+  using TmaQ = decltype(make_tma_copy(
+      SM90_TMA_LOAD{},
+      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeRows{}, StrideRows{}),
+      SmemLayoutQ{}));
+  using TmaK = decltype(make_tma_copy(
+      SM90_TMA_LOAD{},
+      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeRows{}, StrideRows{}),
+      take<0, 2>(SmemLayoutK{})));
+  using TmaV = decltype(make_tma_copy(
+      SM90_TMA_LOAD{},
+      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeVt{}, StrideVt{}),
+      take<0, 2>(SmemLayoutVt{})));
+
+  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
+  using PipelineState = typename Pipeline::PipelineState;
+
+  static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
+
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+};
+
+// Every shared-memory object of the kernel, each at a compile-time offset. The 128-byte swizzle
+// needs 1024-byte aligned tiles.
+template <class Cfg>
+struct SharedStorage {
+  using Element = typename Cfg::Element;
+  alignas(1024) cute::array_aligned<Element, cosize_v<typename Cfg::SmemLayoutQ>, 1024> q;
+  alignas(1024) cute::array_aligned<Element, cosize_v<typename Cfg::SmemLayoutK>, 1024> k;
+  alignas(1024) cute::array_aligned<Element, cosize_v<typename Cfg::SmemLayoutVt>, 1024> v;
+  typename Cfg::Pipeline::SharedStorage pipe_k;
+  typename Cfg::Pipeline::SharedStorage pipe_v;
+  alignas(8) uint64_t q_full;  // Q tile landed (transaction barrier, used once)
+
+  CUTE_DEVICE auto tensor_q() { return make_tensor(make_smem_ptr(q.data()), typename Cfg::SmemLayoutQ{}); }
+  CUTE_DEVICE auto tensor_k() { return make_tensor(make_smem_ptr(k.data()), typename Cfg::SmemLayoutK{}); }
+  CUTE_DEVICE auto tensor_vt() { return make_tensor(make_smem_ptr(v.data()), typename Cfg::SmemLayoutVt{}); }
+};
+
+template <class Cfg>
+struct FwdKernelParams {
+  typename Cfg::TmaQ tma_q;
+  typename Cfg::TmaK tma_k;
+  typename Cfg::TmaV tma_v;
+  typename Cfg::Element* o;
+  int64_t o_batch, o_row, o_head;
+  float* lse;
+  int64_t lse_batch, lse_row, lse_head;
+  int sq, sk, hq, hkv, group;
+  int num_m_blocks;
+  float scale_log2;
+  int pingpong;  // 1: the consumer warpgroups take turns issuing GEMMs
+};
+
+// Named barriers (user ids, CUTLASS adds its reserved count) for the consumers' ping-pong.
+constexpr int kTurnBarrier = 0;
+
+// Accumulator fragment of a 64xN warpgroup MMA, ((2,2,N/8),1,1), viewed as (rows, cols):
+// rows (the +8 row half), cols (adjacent pair, n8 block).
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto rowcol(Layout l) {
+  static_assert(rank(l) == 3 && rank<0>(l) == 3);
+  return make_layout(make_layout(get<0, 1>(l), get<1>(l)),
+                     make_layout(get<0, 0>(l), get<0, 2>(l), get<2>(l)));
+}
+
+CUTE_DEVICE float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+CUTE_DEVICE float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Last KV tile (exclusive) that any row of query tile m_block can see.
+template <class Cfg>
+CUTE_HOST_DEVICE int kv_blocks_for(int m_block, int sq, int sk) {
+  int end = sk;
+  if constexpr (Cfg::kCausal) end = min(sk, (m_block + 1) * Cfg::kBlockM + sk - sq);
+  return end <= 0 ? 0 : (end + Cfg::kBlockN - 1) / Cfg::kBlockN;
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    sm90_fwd_kernel(const __grid_constant__ FwdKernelParams<Cfg> p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Element = typename Cfg::Element;
+  constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kD = Cfg::kHeadDim;
+  using Pipeline = typename Cfg::Pipeline;
+  using PipelineState = typename Cfg::PipelineState;
+
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& ss = *reinterpret_cast<SharedStorage<Cfg>*>(smem_raw);
+
+  // Causal: longest query tiles first (blockIdx.y counts down the query tiles, heads vary fastest).
+  // No mask: query tiles vary fastest, so the CTAs resident at once share one or two heads' K and
+  // V in L2 instead of streaming every head's.
+  const int head = Cfg::kCausal ? blockIdx.x : blockIdx.y;
+  const int m_block = Cfg::kCausal ? p.num_m_blocks - 1 - static_cast<int>(blockIdx.y)
+                                   : static_cast<int>(blockIdx.x);
+  const int batch = blockIdx.z;
+  const int kv_head = head / p.group;
+  const int n_blocks = kv_blocks_for<Cfg>(m_block, p.sq, p.sk);
+
+  const int warp_group = cutlass::canonical_warp_group_idx();
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+
+  typename Pipeline::Params pp;
+  pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x == 0;
+  pp.num_consumers = Cfg::kConsumerThreads;
+  pp.transaction_bytes = Cfg::kBytesKV;
+  Pipeline pipe_k(ss.pipe_k, pp, Shape<_1, _1, _1>{});
+  Pipeline pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
+  if (threadIdx.x == 0) {
+    Barrier::init(&ss.q_full, 1);
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  Tensor sQ = ss.tensor_q();
+  Tensor sK = ss.tensor_k();
+  Tensor sVt = ss.tensor_vt();
+
+  if (warp_group == 0) {
+    // ---------------- producer
+    cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
+    if (threadIdx.x != 0 || n_blocks == 0) return;
+
+    Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.sq, Int<kD>{}, p.hq, static_cast<int>(gridDim.z)));
+    Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.sk, Int<kD>{}, p.hkv, static_cast<int>(gridDim.z)));
+    Tensor mVt = p.tma_v.get_tma_tensor(make_shape(Int<kD>{}, p.sk, p.hkv, static_cast<int>(gridDim.z)));
+    Tensor gQ = local_tile(mQ(_, _, head, batch), typename Cfg::TileQ{}, make_coord(m_block, _0{}));
+    Tensor gK = local_tile(mK(_, _, kv_head, batch), typename Cfg::TileK{}, make_coord(_, _0{}));
+    Tensor gVt = local_tile(mVt(_, _, kv_head, batch), typename Cfg::TileVt{}, make_coord(_0{}, _));
+
+    auto tma_q = p.tma_q.get_slice(0);
+    auto tma_k = p.tma_k.get_slice(0);
+    auto tma_v = p.tma_v.get_slice(0);
+    Tensor tQg = tma_q.partition_S(gQ);
+    Tensor tQs = tma_q.partition_D(sQ);
+    Tensor tKg = tma_k.partition_S(gK);   // (TMA, _, _, n)
+    Tensor tKs = tma_k.partition_D(sK);   // (TMA, _, _, stage)
+    Tensor tVg = tma_v.partition_S(gVt);
+    Tensor tVs = tma_v.partition_D(sVt);
+
+    Barrier::arrive_and_expect_tx(&ss.q_full, Cfg::kBytesQ);
+    copy(p.tma_q.with(ss.q_full), tQg, tQs);
+
+    PipelineState st = cutlass::make_producer_start_state<Pipeline>();
+    for (int n = n_blocks - 1; n >= 0; --n) {
+      pipe_k.producer_acquire(st);
+      copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, _, _, n), tKs(_, _, _, st.index()));
+      pipe_v.producer_acquire(st);
+      copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg(_, _, _, n), tVs(_, _, _, st.index()));
+      ++st;
+    }
+    pipe_k.producer_tail(st);
+    pipe_v.producer_tail(st);
+    return;
+  }
+
+  // ---------------- consumers
+  cutlass::arch::warpgroup_reg_alloc<Cfg::kConsumerRegs>();
+  const int tidx = threadIdx.x - cutlass::NumThreadsPerWarpGroup;
+
+  typename Cfg::TiledMmaS mma_s;
+  typename Cfg::TiledMmaO mma_o;
+  auto thr_s = mma_s.get_thread_slice(tidx);
+  auto thr_o = mma_o.get_thread_slice(tidx);
+
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // descriptors (MMA, 1, K)
+  Tensor tSrK = thr_s.partition_fragment_B(sK);   // descriptors (MMA, 1, K, stage)
+  Tensor tOrV = thr_o.partition_fragment_B(sVt);  // descriptors (MMA, 1, K, stage)
+  Tensor tSrS = partition_fragment_C(mma_s, typename Cfg::TileS{});
+  Tensor tOrO = partition_fragment_C(mma_o, typename Cfg::TileO{});
+  // The same registers, as (row, col) and with each element's coordinate in the CTA tile.
+  Tensor S = make_tensor(tSrS.data(), rowcol(tSrS.layout()));
+  Tensor O = make_tensor(tOrO.data(), rowcol(tOrO.layout()));
+  Tensor cS = thr_s.partition_C(make_identity_tensor(typename Cfg::TileS{}));
+  Tensor cO = thr_o.partition_C(make_identity_tensor(typename Cfg::TileO{}));
+  Tensor cSrc = make_tensor(cS.data(), rowcol(cS.layout()));
+  Tensor cOrc = make_tensor(cO.data(), rowcol(cO.layout()));
+  constexpr int kRows = decltype(size<0>(S))::value;  // 2
+  static_assert(kRows == 2 && decltype(size<0>(O))::value == 2);
+
+  // P in 16 bits as the A operand of O += P·V: an m64n(BlockN) accumulator ((2,2,N/8),1,1) holds
+  // the same (row, key) pairs, in the same register order, as BlockN/16 A fragments of m64k16
+  // ((2,2,2),1,N/16); only the layout changes.
+  using PLayout = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBlockN / 16>>, Stride<Stride<_1, _2, _4>, _0, _8>>;
+  static_assert(cosize(PLayout{}) == decltype(size(tSrS))::value);
+  static_assert(decltype(stride<0, 0>(tSrS.layout()))::value == 1 &&
+                decltype(stride<0, 1>(tSrS.layout()))::value == 2 &&
+                decltype(stride<0, 2>(tSrS.layout()))::value == 4, "accumulator must be compact");
+  Tensor tOrP = make_tensor<Element>(PLayout{});
+
+  clear(tOrO);
+  float row_max[kRows], row_sum[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    row_max[r] = -INFINITY;
+    row_sum[r] = 0.f;
+  }
+  const float scale_log2 = p.scale_log2;
+  // Query row r of the sequence sits at position r + sk - sq; keys beyond it are hidden (causal).
+  const int row0 = m_block * kBlockM;
+  const int diag_offset = p.sk - p.sq;
+
+  // GEMM issue helpers: they only issue and commit one wgmma batch; the caller waits.
+  auto issue_s = [&](int stage) CUTLASS_LAMBDA_FUNC_INLINE {
+    mma_s.accumulate_ = GMMA::ScaleOut::Zero;
+    warpgroup_fence_operand(tSrS);
+    warpgroup_arrive();
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
+      gemm(mma_s, tSrQ(_, _, kb), tSrK(_, _, kb, stage), tSrS);
+      mma_s.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+  };
+  auto issue_o = [&](int stage) CUTLASS_LAMBDA_FUNC_INLINE {
+    warpgroup_fence_operand(tOrO);
+    warpgroup_fence_operand(tOrP);
+    warpgroup_arrive();
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tOrP); ++kb) gemm(mma_o, tOrP(_, _, kb), tOrV(_, _, kb, stage), tOrO);
+    warpgroup_commit_batch();
+  };
+
+  // Online softmax of the S tile in registers (keys of KV tile n); returns per-row correction
+  // factors for O and whether any is != 1.
+  float corr[kRows];
+  auto softmax = [&](int n, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
+    if constexpr (decltype(masked)::value) {
+      const int col0 = n * kBlockN;
+      CUTE_UNROLL
+      for (int i = 0; i < size(S); ++i) {
+        const int row = row0 + get<0>(cSrc(i));
+        const int col = col0 + get<1>(cSrc(i));
+        bool hidden = col >= p.sk;
+        if constexpr (Cfg::kCausal) hidden |= col > row + diag_offset;
+        if (hidden) S(i) = -INFINITY;
+      }
+    }
+    bool rescale = false;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float mx = row_max[r];
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(S); ++c) mx = fmaxf(mx, S(r, c));
+      mx = quad_max(mx);
+      // A row that has seen no visible key keeps max -inf; subtract 0 then so exp2 gives 0, not NaN.
+      const float mx_scaled = mx == -INFINITY ? 0.f : mx * scale_log2;
+      corr[r] = mx == row_max[r] ? 1.f : exp2f(row_max[r] * scale_log2 - mx_scaled);
+      rescale |= mx != row_max[r];
+      row_max[r] = mx;
+      float sum = 0.f;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(S); ++c) {
+        S(r, c) = exp2f(S(r, c) * scale_log2 - mx_scaled);
+        sum += S(r, c);
+      }
+      row_sum[r] = row_sum[r] * corr[r] + sum;
+    }
+    return rescale;
+  };
+  auto rescale_o = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r)
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(O); ++c) O(r, c) *= corr[r];
+  };
+  // fp32 -> 16-bit, pairwise (both fragments are compact, so 1-D indices match).
+  auto convert_p = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
+    cutlass::NumericArrayConverter<Element, float, 2> cvt;
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); i += 2) {
+      cutlass::Array<float, 2> a;
+      a[0] = tSrS(i);
+      a[1] = tSrS(i + 1);
+      const cutlass::Array<Element, 2> b = cvt(a);
+      tOrP(i) = b[0];
+      tOrP(i + 1) = b[1];
+    }
+    warpgroup_fence_operand(tOrP);
+  };
+
+  // Ping-pong between the two consumer warpgroups: each issues its GEMMs only in its turn (named
+  // barrier kTurn + wg), then hands the turn over, so one's softmax overlaps the other's GEMMs.
+  // Every "slot" (a batch of GEMM issues) is bracketed by turn_begin / turn_end. Consumer 1 opens
+  // by handing consumer 0 the first turn and skips the hand-over after its last slot, so every
+  // arrive is matched by a sync.
+  const int wg = tidx / cutlass::NumThreadsPerWarpGroup;
+  const bool pingpong = p.pingpong != 0;
+  auto turn_begin = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
+    if (pingpong) cutlass::arch::NamedBarrier::sync(Cfg::kConsumerThreads, kTurnBarrier + wg);
+  };
+  auto turn_end = [&](bool last) CUTLASS_LAMBDA_FUNC_INLINE {
+    if (pingpong && !(last && wg == 1))
+      cutlass::arch::NamedBarrier::arrive(Cfg::kConsumerThreads, kTurnBarrier + (1 - wg));
+  };
+
+  // Tiles that need the mask: the one holding key sk-1 (when sk is not a multiple of the tile),
+  // and under causal every tile reaching past the first row's diagonal. Tiles [masked_from,
+  // n_blocks) are masked; the loop visits them first.
+  int masked_from = n_blocks;
+  if (p.sk % kBlockN != 0) masked_from = min(masked_from, p.sk / kBlockN);
+  if constexpr (Cfg::kCausal) {
+    // Tile t is fully visible when its last key t*N + N-1 <= row0 + diag_offset.
+    const int last_full = row0 + diag_offset - (kBlockN - 1);
+    masked_from = min(masked_from, last_full < 0 ? 0 : last_full / kBlockN + 1);
+  }
+
+  if (n_blocks > 0) {
+    Barrier::wait(&ss.q_full, 0);
+    if (pingpong && wg == 1) cutlass::arch::NamedBarrier::arrive(Cfg::kConsumerThreads, kTurnBarrier + 0);
+
+    // Prologue: S for the first (last-in-sequence) tile, alone.
+    PipelineState st_k, st_v;
+    int n = n_blocks - 1;
+    pipe_k.consumer_wait(st_k);
+    turn_begin();
+    issue_s(st_k.index());
+    turn_end(false);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tSrS);
+    pipe_k.consumer_release(st_k);
+    ++st_k;
+    if (n >= masked_from) softmax(n, cute::true_type{});
+    else softmax(n, cute::false_type{});
+    convert_p();
+
+    // Steady state: S(n) = Q·K(n)ᵀ and O += P(n+1)·V(n+1) in flight together; the softmax of
+    // S(n) runs while the P·V GEMM still works.
+    auto step = [&](int n, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
+      pipe_k.consumer_wait(st_k);
+      pipe_v.consumer_wait(st_v);
+      turn_begin();
+      issue_s(st_k.index());
+      issue_o(st_v.index());
+      turn_end(false);
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(tSrS);
+      pipe_k.consumer_release(st_k);
+      ++st_k;
+      const bool rescale = softmax(n, masked);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      pipe_v.consumer_release(st_v);
+      ++st_v;
+      if (rescale) rescale_o();
+      convert_p();
+    };
+    for (--n; n >= 0 && n >= masked_from; --n) step(n, cute::true_type{});
+    for (; n >= 0; --n) step(n, cute::false_type{});
+
+    // Epilogue of the loop: the last P·V.
+    pipe_v.consumer_wait(st_v);
+    turn_begin();
+    issue_o(st_v.index());
+    turn_end(true);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
+    pipe_v.consumer_release(st_v);
+  }
+  // ---------------- epilogue
+  const int64_t o_base = batch * p.o_batch + head * p.o_head;
+  const float kLn2 = 0.69314718055994530942f;
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const float sum = quad_sum(row_sum[r]);
+    const bool empty = !(sum > 0.f);
+    const float inv = empty ? 0.f : 1.f / sum;
+    const int row = row0 + get<0>(cOrc(r, 0));
+    if (row < p.sq) {
+      Element* out = p.o + o_base + row * p.o_row;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(O); c += 2) {
+        const int col = get<1>(cOrc(r, c));
+        cutlass::NumericArrayConverter<Element, float, 2> cvt;
+        cutlass::Array<float, 2> v;
+        v[0] = O(r, c) * inv;
+        v[1] = O(r, c + 1) * inv;
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(out + col) = cvt(v);
+      }
+      if (p.lse != nullptr && get<1>(cOrc(r, 0)) == 0) {
+        const float lse = empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * kLn2;
+        p.lse[batch * p.lse_batch + row * p.lse_row + head * p.lse_head] = lse;
+      }
+    }
+  }
+#endif
+}
+
+}  // namespace attnkit::gpu::sm90

@@ -1,0 +1,17 @@
+// Per-dtype launchers of the chunked-stage kernels, instantiated in chunk_bf16.cu / chunk_fp16.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/gdn/gdn_kernels.h"
+
+namespace attnkit::gdn_cuda {
+struct SeqLayout;
+#define ATTNKIT_GDN_DECLARE(SUFFIX)                                                                \
+  Status launch_intra_##SUFFIX(const IntraParams&, const SeqLayout&, int64_t, cudaStream_t);        \
+  Status launch_state_##SUFFIX(const StateParams&, const SeqLayout&, cudaStream_t);                 \
+  Status launch_output_##SUFFIX(const OutputParams&, const SeqLayout&, int64_t, cudaStream_t);
+ATTNKIT_GDN_DECLARE(bf16)
+ATTNKIT_GDN_DECLARE(fp16)
+#undef ATTNKIT_GDN_DECLARE
+}  // namespace attnkit::gdn_cuda

@@ -1,0 +1,430 @@
+// The CUDA entry points of Gated DeltaNet: turn validated views into the kernels' parameter
+// structs, find scratch memory, and launch on the caller's stream. Device-side cu_seqlens and
+// state indices are never read here: the kernels clamp them (see gdn_device.cuh, decode.cu).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+
+#include "api/check.h"
+#include "api/gdn_backends.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/gdn/chunk_launch.h"
+#include "cuda/gdn/gdn_device.cuh"
+#include "cuda/gdn/gdn_kernels.h"
+
+namespace attnkit::detail {
+namespace {
+
+using gdn_cuda::Tok;
+using gdn_cuda::StateT;
+
+int dt_code(DType d) { return d == DType::kFloat32 ? 0 : (d == DType::kFloat16 ? 1 : 2); }
+
+// Token tensors [B, T, heads, (inner)].
+Tok tok(const TensorView& t) {
+  Tok r;
+  if (!t.defined()) return r;
+  r.p = t.data;
+  r.dt = dt_code(t.dtype);
+  r.sb = t.stride[0];
+  r.st = t.ndim > 1 ? t.stride[1] : 0;
+  r.sh = t.ndim > 2 ? t.stride[2] : 0;
+  return r;
+}
+
+StateT state(const TensorView& t) {
+  StateT r;
+  if (!t.defined()) return r;
+  r.p = t.data;
+  r.dt = dt_code(t.dtype);
+  r.s0 = t.stride[0];
+  r.sh = t.stride[1];
+  r.sk = t.stride[2];
+  r.rows = t.shape[0];
+  return r;
+}
+
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int dev) {
+    if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != dev) {
+      if (cudaSetDevice(dev) == cudaSuccess) changed_ = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (changed_) cudaSetDevice(prev_);
+  }
+
+ private:
+  int prev_ = 0;
+  bool changed_ = false;
+};
+
+// Scratch carved from ExecOptions::workspace when it is large enough, else one stream-ordered
+// allocation freed (stream-ordered) when this goes out of scope.
+class Scratch {
+ public:
+  Scratch(const ExecOptions& o, cudaStream_t s) : opts_(o), stream_(s) {}
+  ~Scratch() {
+    if (owned_) cudaFreeAsync(owned_, stream_);
+  }
+  // Reserve bytes (16-byte aligned pieces); call alloc() once after every reserve.
+  size_t reserve(size_t bytes) {
+    const size_t off = total_;
+    total_ += (bytes + 255) / 256 * 256;
+    return off;
+  }
+  Status alloc() {
+    if (total_ == 0) return Status::Ok();
+    if (opts_.workspace != nullptr && opts_.workspace_bytes >= total_) {
+      base_ = static_cast<char*>(opts_.workspace);
+      return Status::Ok();
+    }
+    ATTNKIT_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&owned_), total_, stream_));
+    base_ = owned_;
+    return Status::Ok();
+  }
+  template <typename P>
+  P* at(size_t off) const { return reinterpret_cast<P*>(base_ + off); }
+
+ private:
+  const ExecOptions& opts_;
+  cudaStream_t stream_;
+  size_t total_ = 0;
+  char* base_ = nullptr;
+  char* owned_ = nullptr;
+};
+
+Status need_gpu_shape(const GdnProblem& p, const char* op) {
+  if (p.K != 0 && p.K != kGdnGpuHeadDim)
+    return Status::Unsupported(std::string(op) + ": the CUDA kernels need K = 128, got " + std::to_string(p.K));
+  if (p.V != 0 && p.V != kGdnGpuHeadDim)
+    return Status::Unsupported(std::string(op) + ": the CUDA kernels need V = 128, got " + std::to_string(p.V));
+  return Status::Ok();
+}
+
+Status need_16bit(DType d, const char* op) {
+  if (d != DType::kBFloat16 && d != DType::kFloat16)
+    return Status::Unsupported(std::string(op) + ": the CUDA kernels take bf16 or fp16 q/k/v, not " +
+                               to_string(d));
+  return Status::Ok();
+}
+
+// Tensors the kernels read as 16-byte vectors (16-bit ones; fp32 intermediates are read by element).
+Status need_aligned(const TensorView& t, const char* name) {
+  if (!t.defined() || t.dtype == DType::kFloat32) return Status::Ok();
+  return require_vector_aligned(t, name);
+}
+
+Status grid_limits(const GdnProblem& p) {
+  if (p.N > 65535 || p.HV > 65535)
+    return Status::Unsupported("the CUDA kernels take at most 65535 sequences and value heads");
+  return Status::Ok();
+}
+
+// The sequence layout and, for ragged batches, the GPU-side chunk offsets (computed into scratch).
+struct SeqSetup {
+  gdn_cuda::SeqArgs seq;
+  size_t off_slot = 0;
+  Status init(const GdnProblem& p, const TensorView& cu, Scratch* scratch) {
+    seq.N = static_cast<int>(p.N);
+    seq.B = p.B;
+    seq.T = p.T;
+    const int64_t per = (p.T + kGdnChunk - 1) / kGdnChunk;
+    if (p.varlen) {
+      if (cu.stride[0] != 1 && cu.shape[0] > 1)
+        return Status::Unsupported("cu_seqlens must be contiguous for the CUDA kernels");
+      seq.cu = static_cast<const int32_t*>(cu.data);
+      seq.max_chunks = per + p.N;  // each sequence adds at most one partial chunk
+      off_slot = scratch->reserve(sizeof(int32_t) * (p.N + 1));
+    } else {
+      seq.max_chunks = p.B * per;
+    }
+    return Status::Ok();
+  }
+  Status launch(Scratch& scratch, cudaStream_t s, const int32_t** chunk_off) {
+    *chunk_off = nullptr;
+    if (seq.cu == nullptr) return Status::Ok();
+    int32_t* off = scratch.at<int32_t>(off_slot);
+    ATTNKIT_RETURN_IF_ERROR(gdn_cuda::launch_chunk_offsets(seq, off, s));
+    *chunk_off = off;
+    return Status::Ok();
+  }
+};
+
+gdn_cuda::SeqLayout layout(const gdn_cuda::SeqArgs& seq, const int32_t* off) {
+  return gdn_cuda::make_layout(seq.cu, off, seq.T, seq.N);
+}
+
+Status run_intra(DType dt, const gdn_cuda::IntraParams& p, const gdn_cuda::SeqArgs& seq,
+                 const int32_t* off, cudaStream_t s) {
+  if (seq.max_chunks == 0 || p.HV == 0) return Status::Ok();
+  return dt == DType::kBFloat16 ? gdn_cuda::launch_intra_bf16(p, layout(seq, off), seq.max_chunks, s)
+                                : gdn_cuda::launch_intra_fp16(p, layout(seq, off), seq.max_chunks, s);
+}
+Status run_state(DType dt, const gdn_cuda::StateParams& p, const gdn_cuda::SeqArgs& seq,
+                 const int32_t* off, cudaStream_t s) {
+  if (seq.N == 0 || p.HV == 0) return Status::Ok();
+  return dt == DType::kBFloat16 ? gdn_cuda::launch_state_bf16(p, layout(seq, off), s)
+                                : gdn_cuda::launch_state_fp16(p, layout(seq, off), s);
+}
+Status run_output(DType dt, const gdn_cuda::OutputParams& p, const gdn_cuda::SeqArgs& seq,
+                  const int32_t* off, cudaStream_t s) {
+  if (seq.max_chunks == 0 || p.HV == 0) return Status::Ok();
+  return dt == DType::kBFloat16 ? gdn_cuda::launch_output_bf16(p, layout(seq, off), seq.max_chunks, s)
+                                : gdn_cuda::launch_output_fp16(p, layout(seq, off), seq.max_chunks, s);
+}
+
+}  // namespace
+
+Status cuda_gdn_chunk_cumsum(const GdnCumsumArgs& a, const GdnProblem& p, const ExecOptions& opts) {
+  DeviceGuard guard(p.device.index);
+  auto s = static_cast<cudaStream_t>(opts.stream);
+  Scratch scratch(opts, s);
+  SeqSetup ss;
+  ATTNKIT_RETURN_IF_ERROR(ss.init(p, a.cu_seqlens, &scratch));
+  ATTNKIT_RETURN_IF_ERROR(grid_limits(p));
+  ATTNKIT_RETURN_IF_ERROR(scratch.alloc());
+  const int32_t* off;
+  ATTNKIT_RETURN_IF_ERROR(ss.launch(scratch, s, &off));
+  gdn_cuda::CumsumParams cp;
+  cp.g = tok(a.g);
+  cp.g_cum = tok(a.g_cum);
+  cp.HV = static_cast<int>(p.HV);
+  return gdn_cuda::launch_cumsum(cp, ss.seq, off, s);
+}
+
+Status cuda_gdn_kkt_inverse(const GdnKktInverseArgs& a, const GdnProblem& p, const ExecOptions& opts) {
+  ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_kkt_inverse"));
+  ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_kkt_inverse"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.k, "k"));
+  DeviceGuard guard(p.device.index);
+  auto s = static_cast<cudaStream_t>(opts.stream);
+  Scratch scratch(opts, s);
+  SeqSetup ss;
+  ATTNKIT_RETURN_IF_ERROR(ss.init(p, a.cu_seqlens, &scratch));
+  ATTNKIT_RETURN_IF_ERROR(grid_limits(p));
+  ATTNKIT_RETURN_IF_ERROR(scratch.alloc());
+  const int32_t* off;
+  ATTNKIT_RETURN_IF_ERROR(ss.launch(scratch, s, &off));
+  gdn_cuda::IntraParams ip;
+  ip.k = tok(a.k);
+  ip.beta = tok(a.beta);
+  ip.g = tok(a.g_cum);
+  ip.g_is_cum = true;
+  ip.a_inv_out = tok(a.a_inv);
+  ip.H = static_cast<int>(p.H);
+  ip.HV = static_cast<int>(p.HV);
+  return run_intra(p.dtype, ip, ss.seq, off, s);
+}
+
+Status cuda_gdn_wu(const GdnWuArgs& a, const GdnProblem& p, const ExecOptions& opts) {
+  ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_wu"));
+  ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_wu"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.k, "k"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.v, "v"));
+  DeviceGuard guard(p.device.index);
+  auto s = static_cast<cudaStream_t>(opts.stream);
+  Scratch scratch(opts, s);
+  SeqSetup ss;
+  ATTNKIT_RETURN_IF_ERROR(ss.init(p, a.cu_seqlens, &scratch));
+  ATTNKIT_RETURN_IF_ERROR(grid_limits(p));
+  ATTNKIT_RETURN_IF_ERROR(scratch.alloc());
+  const int32_t* off;
+  ATTNKIT_RETURN_IF_ERROR(ss.launch(scratch, s, &off));
+  gdn_cuda::IntraParams ip;
+  ip.k = tok(a.k);
+  ip.v = tok(a.v);
+  ip.beta = tok(a.beta);
+  ip.g = tok(a.g_cum);
+  ip.g_is_cum = true;
+  ip.a_inv_in = tok(a.a_inv);
+  ip.w = tok(a.w);
+  ip.u = tok(a.u);
+  ip.H = static_cast<int>(p.H);
+  ip.HV = static_cast<int>(p.HV);
+  return run_intra(p.dtype, ip, ss.seq, off, s);
+}
+
+Status cuda_gdn_state_pass(const GdnStateArgs& a, const GdnProblem& p, const ExecOptions& opts) {
+  ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_state_pass"));
+  ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_state_pass"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.k, "k"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.w, "w"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.u, "u"));
+  DeviceGuard guard(p.device.index);
+  auto s = static_cast<cudaStream_t>(opts.stream);
+  Scratch scratch(opts, s);
+  SeqSetup ss;
+  ATTNKIT_RETURN_IF_ERROR(ss.init(p, a.cu_seqlens, &scratch));
+  ATTNKIT_RETURN_IF_ERROR(grid_limits(p));
+  ATTNKIT_RETURN_IF_ERROR(scratch.alloc());
+  const int32_t* off;
+  ATTNKIT_RETURN_IF_ERROR(ss.launch(scratch, s, &off));
+  gdn_cuda::StateParams sp;
+  sp.k = tok(a.k);
+  sp.w = tok(a.w);
+  sp.u = tok(a.u);
+  sp.g_cum = tok(a.g_cum);
+  sp.v_new = tok(a.v_new);
+  sp.h = state(a.h);
+  sp.init = state(a.initial_state);
+  sp.fin = state(a.final_state);
+  sp.H = static_cast<int>(p.H);
+  sp.HV = static_cast<int>(p.HV);
+  return run_state(p.dtype, sp, ss.seq, off, s);
+}
+
+Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const ExecOptions& opts) {
+  ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_chunk_output"));
+  ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_chunk_output"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.q, "q"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.k, "k"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.v_new, "v_new"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.h, "h"));
+  DeviceGuard guard(p.device.index);
+  auto s = static_cast<cudaStream_t>(opts.stream);
+  Scratch scratch(opts, s);
+  SeqSetup ss;
+  ATTNKIT_RETURN_IF_ERROR(ss.init(p, a.cu_seqlens, &scratch));
+  ATTNKIT_RETURN_IF_ERROR(grid_limits(p));
+  ATTNKIT_RETURN_IF_ERROR(scratch.alloc());
+  const int32_t* off;
+  ATTNKIT_RETURN_IF_ERROR(ss.launch(scratch, s, &off));
+  gdn_cuda::OutputParams op;
+  op.q = tok(a.q);
+  op.k = tok(a.k);
+  op.v_new = tok(a.v_new);
+  op.g_cum = tok(a.g_cum);
+  op.o = tok(a.o);
+  op.h = state(a.h);
+  op.H = static_cast<int>(p.H);
+  op.HV = static_cast<int>(p.HV);
+  op.scale = p.scale;
+  return run_output(p.dtype, op, ss.seq, off, s);
+}
+
+// The whole forward: [l2norm] -> fused cumsum/kkt/inverse/W/U -> state pass -> output, with 16-bit
+// W, U, V_new and h in scratch (fp32 gates and states).
+Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const ExecOptions& opts) {
+  ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_chunk_forward"));
+  ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_chunk_forward"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.q, "q"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.k, "k"));
+  ATTNKIT_RETURN_IF_ERROR(need_aligned(a.v, "v"));
+  DeviceGuard guard(p.device.index);
+  auto s = static_cast<cudaStream_t>(opts.stream);
+  Scratch scratch(opts, s);
+  SeqSetup ss;
+  ATTNKIT_RETURN_IF_ERROR(ss.init(p, a.cu_seqlens, &scratch));
+  ATTNKIT_RETURN_IF_ERROR(grid_limits(p));
+  const int64_t BT = p.B * p.T, D = kGdnGpuHeadDim;
+  const size_t e16 = 2;
+  const size_t qn_off = p.use_qk_l2norm ? scratch.reserve(BT * p.H * D * e16) : 0;
+  const size_t kn_off = p.use_qk_l2norm ? scratch.reserve(BT * p.H * D * e16) : 0;
+  const size_t gc_off = scratch.reserve(BT * p.HV * sizeof(float));
+  const size_t w_off = scratch.reserve(BT * p.HV * D * e16);
+  const size_t u_off = scratch.reserve(BT * p.HV * D * e16);
+  const size_t vn_off = scratch.reserve(BT * p.HV * D * e16);
+  const size_t h_off = scratch.reserve(ss.seq.max_chunks * p.HV * D * D * e16);
+  ATTNKIT_RETURN_IF_ERROR(scratch.alloc());
+  const int32_t* off;
+  ATTNKIT_RETURN_IF_ERROR(ss.launch(scratch, s, &off));
+
+  const int qdt = dt_code(p.dtype);
+  auto contiguous = [&](size_t at, int64_t heads, int dt) {
+    Tok t;
+    t.p = scratch.at<char>(at);
+    t.dt = dt;
+    t.sh = dt == 0 ? 1 : D;
+    t.st = heads * (dt == 0 ? 1 : D);
+    t.sb = p.T * t.st;
+    return t;
+  };
+  Tok q = tok(a.q), k = tok(a.k);
+  if (p.use_qk_l2norm) {
+    Tok qn = contiguous(qn_off, p.H, qdt), kn = contiguous(kn_off, p.H, qdt);
+    ATTNKIT_RETURN_IF_ERROR(gdn_cuda::launch_l2norm(q, qn, p.B, p.T, static_cast<int>(p.H), s));
+    ATTNKIT_RETURN_IF_ERROR(gdn_cuda::launch_l2norm(k, kn, p.B, p.T, static_cast<int>(p.H), s));
+    q = qn;
+    k = kn;
+  }
+  const Tok gcum = contiguous(gc_off, p.HV, 0);
+  const Tok w = contiguous(w_off, p.HV, qdt), u = contiguous(u_off, p.HV, qdt);
+  const Tok vn = contiguous(vn_off, p.HV, qdt);
+  StateT h;
+  h.p = scratch.at<char>(h_off);
+  h.dt = qdt;
+  h.sk = D;
+  h.sh = D * D;
+  h.s0 = p.HV * D * D;
+  h.rows = ss.seq.max_chunks;
+
+  gdn_cuda::IntraParams ip;
+  ip.k = k;
+  ip.v = tok(a.v);
+  ip.beta = tok(a.beta);
+  ip.g = tok(a.g);
+  ip.g_cum_out = gcum;
+  ip.w = w;
+  ip.u = u;
+  ip.H = static_cast<int>(p.H);
+  ip.HV = static_cast<int>(p.HV);
+  ATTNKIT_RETURN_IF_ERROR(run_intra(p.dtype, ip, ss.seq, off, s));
+
+  gdn_cuda::StateParams sp;
+  sp.k = k;
+  sp.w = w;
+  sp.u = u;
+  sp.g_cum = gcum;
+  sp.v_new = vn;
+  sp.h = h;
+  sp.init = state(a.initial_state);
+  sp.fin = state(a.final_state);
+  sp.H = ip.H;
+  sp.HV = ip.HV;
+  ATTNKIT_RETURN_IF_ERROR(run_state(p.dtype, sp, ss.seq, off, s));
+
+  gdn_cuda::OutputParams op;
+  op.q = q;
+  op.k = k;
+  op.v_new = vn;
+  op.g_cum = gcum;
+  op.h = h;
+  op.o = tok(a.o);
+  op.H = ip.H;
+  op.HV = ip.HV;
+  op.scale = p.scale;
+  return run_output(p.dtype, op, ss.seq, off, s);
+}
+
+Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, const ExecOptions& opts) {
+  if (p.K != kGdnGpuHeadDim || p.V != kGdnGpuHeadDim)
+    return Status::Unsupported("gdn_decode_step: the CUDA kernel needs K = V = 128");
+  ATTNKIT_RETURN_IF_ERROR(require_vector_aligned(a.state_pool, "state_pool"));
+  DeviceGuard guard(p.device.index);
+  gdn_cuda::DecodeParams dp;
+  dp.q = tok(a.q);
+  dp.k = tok(a.k);
+  dp.v = tok(a.v);
+  dp.g = tok(a.g);
+  dp.beta = tok(a.beta);
+  dp.o = tok(a.o);
+  // Decode tensors are [N, heads, (inner)]: the head stride is dim 1.
+  for (Tok* t : {&dp.q, &dp.k, &dp.v, &dp.g, &dp.beta, &dp.o}) {
+    t->sh = t->st;
+    t->st = 0;
+  }
+  dp.pool = state(a.state_pool);
+  dp.indices = static_cast<const int32_t*>(a.state_indices.data);
+  dp.idx_stride = a.state_indices.stride[0];
+  dp.N = static_cast<int>(p.N);
+  dp.H = static_cast<int>(p.H);
+  dp.HV = static_cast<int>(p.HV);
+  dp.scale = p.scale;
+  dp.l2norm = p.use_qk_l2norm;
+  return gdn_cuda::launch_decode(dp, static_cast<cudaStream_t>(opts.stream));
+}
+
+}  // namespace attnkit::detail

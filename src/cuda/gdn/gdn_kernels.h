@@ -1,0 +1,101 @@
+// Host-side launchers of the Gated DeltaNet CUDA kernels, on plain parameter structs (pointers,
+// dtype codes, element strides). The API adapters (gdn_entry.cu) fill these from validated views.
+// Every token tensor has its last dim contiguous; strides are in elements.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attnkit/status.h"
+
+#ifdef __CUDACC__
+#define ATTNKIT_HD __host__ __device__
+#else
+#define ATTNKIT_HD
+#endif
+
+namespace attnkit::gdn_cuda {
+
+// A [B, T, heads, (inner)] tensor: base pointer, dtype code (0 fp32, 1 fp16, 2 bf16), strides of the
+// batch, token and head dims.
+struct Tok {
+  void* p = nullptr;
+  int dt = 0;
+  int64_t sb = 0, st = 0, sh = 0;
+  ATTNKIT_HD bool defined() const { return p != nullptr; }
+};
+
+// A [rows, HV, K, V] fp32/16-bit tensor (states, h): strides of dim 0, the head and the K dims.
+struct StateT {
+  void* p = nullptr;
+  int dt = 0;
+  int64_t s0 = 0, sh = 0, sk = 0;
+  int64_t rows = 0;  // first dim: writes past it are dropped
+  ATTNKIT_HD bool defined() const { return p != nullptr; }
+};
+
+struct SeqArgs {
+  const int32_t* cu = nullptr;  // device cu_seqlens, ragged only
+  int N = 0;                    // sequences
+  int64_t B = 0, T = 0;
+  int64_t max_chunks = 0;       // upper bound of the global chunk count (grid size)
+};
+
+struct DecodeParams {
+  Tok q, k, v, g, beta, o;   // sb = per-sequence stride, st unused
+  StateT pool;               // [P, HV, K, V] fp32
+  const int32_t* indices = nullptr;
+  int64_t idx_stride = 1;
+  int N = 0, H = 0, HV = 0;
+  float scale = 0.f;
+  bool l2norm = false;
+};
+Status launch_decode(const DecodeParams& p, cudaStream_t s);
+
+// Scratch for the GPU-side chunk offsets of a ragged batch: int32 [N + 1].
+Status launch_chunk_offsets(const SeqArgs& seq, int32_t* chunk_off, cudaStream_t s);
+
+// q/k L2 normalisation into contiguous [B, T, H, K] outputs of the same dtype.
+Status launch_l2norm(const Tok& in, const Tok& out, int64_t B, int64_t T, int H, cudaStream_t s);
+
+struct CumsumParams {
+  Tok g, g_cum;
+  int HV = 0;
+};
+Status launch_cumsum(const CumsumParams& p, const SeqArgs& seq, const int32_t* chunk_off,
+                     cudaStream_t s);
+
+// Stages 1-3 fused per (chunk, value head). g is raw (cumsum computed) unless g_is_cum; a_inv is
+// computed unless a_inv_in is set. Outputs that are not defined are not written.
+struct IntraParams {
+  Tok k, v, beta, g;  // k [B,T,H,K] (q dtype), v [B,T,HV,V], beta/g [B,T,HV]
+  bool g_is_cum = false;
+  Tok a_inv_in;       // [B,T,HV,64] optional input
+  Tok g_cum_out, a_inv_out, w, u;
+  int H = 0, HV = 0;
+  int qdt = 2;        // dtype code of k / v (1 fp16, 2 bf16)
+};
+Status launch_intra(const IntraParams& p, const SeqArgs& seq, const int32_t* chunk_off,
+                    cudaStream_t s);
+
+struct StateParams {
+  Tok k, w, u, g_cum, v_new;
+  StateT h, init, fin;
+  int H = 0, HV = 0;
+  int qdt = 2;
+};
+Status launch_state_pass(const StateParams& p, const SeqArgs& seq, const int32_t* chunk_off,
+                         cudaStream_t s);
+
+struct OutputParams {
+  Tok q, k, v_new, g_cum, o;
+  StateT h;
+  int H = 0, HV = 0;
+  int qdt = 2;
+  float scale = 0.f;
+};
+Status launch_chunk_output(const OutputParams& p, const SeqArgs& seq, const int32_t* chunk_off,
+                           cudaStream_t s);
+
+}  // namespace attnkit::gdn_cuda

@@ -1,0 +1,133 @@
+// Stage 5, the chunk output, one CTA per (chunk, value head), four warps of 16 rows each:
+//   P = tril(Q K^T (.) Gamma) (16-bit in smem), O = scale (exp(g) (.) (Q S_c) + P V_new).
+#pragma once
+
+#include "cuda/gdn/gdn_device.cuh"
+#include "cuda/gdn/gdn_kernels.h"
+
+namespace attnkit::gdn_cuda {
+
+constexpr int kOutThreads = 128;
+
+template <typename T>
+struct OutSmem {
+  T qs[kChunk * (kHead + 8)];
+  T ks[kChunk * (kHead + 8)];
+  T vs[kChunk * (kHead + 8)];
+  T hs[kHead * (kHead + 8)];
+  T ps[kChunk * (kChunk + 8)];
+  float gc[kChunk];
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kOutThreads) output_kernel(OutputParams p, SeqLayout L) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  OutSmem<T>& sm = *reinterpret_cast<OutSmem<T>*>(smem_raw);
+  constexpr int kLdT = kHead + 8, kLdP = kChunk + 8;
+  const int hv = blockIdx.y;
+  const int64_t chunk = blockIdx.x;
+  ChunkPos c;
+  if (!locate_chunk(L, chunk, &c)) return;
+  if (chunk >= p.h.rows) return;  // h is shorter than the sequences say: nothing valid to read
+  const int hq = hv / (p.HV / p.H);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int len = c.len;
+
+  load_tile(sm.qs, kLdT, p.q.p, p.q.dt, c.batch * p.q.sb + c.row0 * p.q.st + hq * p.q.sh, p.q.st, len,
+            kChunk, kHead);
+  load_tile(sm.ks, kLdT, p.k.p, p.k.dt, c.batch * p.k.sb + c.row0 * p.k.st + hq * p.k.sh, p.k.st, len,
+            kChunk, kHead);
+  load_tile(sm.vs, kLdT, p.v_new.p, p.v_new.dt,
+            c.batch * p.v_new.sb + c.row0 * p.v_new.st + hv * p.v_new.sh, p.v_new.st, len, kChunk, kHead);
+  load_tile(sm.hs, kLdT, p.h.p, p.h.dt, chunk * p.h.s0 + hv * p.h.sh, p.h.sk, kHead, kHead, kHead);
+  if (tid < kChunk)
+    sm.gc[tid] = tid < len ? ld_any(p.g_cum.p, 0, c.batch * p.g_cum.sb + (c.row0 + tid) * p.g_cum.st +
+                                                      hv * p.g_cum.sh)
+                           : 0.f;
+  cp_async_wait_all();
+  __syncthreads();
+
+  {  // P rows 16 * warp + g (+8): only this warp reads them back.
+    float acc[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < kHead / 16; ++ks) {
+      uint32_t a[4];
+      load_a_row(a, sm.qs, kLdT, warp * 16, ks * 16, lane);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        uint32_t b[2];
+        load_b_nk(b, sm.ks, kLdT, ks * 16, nt * 8, lane);
+        mma16816<T>(acc[nt], a, b);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = warp * 16 + g + (e >= 2 ? 8 : 0), j = nt * 8 + 2 * t + (e & 1);
+        const float x = (j <= i && i < len) ? acc[nt][e] * __expf(sm.gc[i] - sm.gc[j]) : 0.f;
+        sm.ps[i * kLdP + j] = from_f<T>(x);
+      }
+  }
+  __syncwarp();
+
+  float o[16][4];
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < kHead / 16; ++ks) {
+    uint32_t a[4];
+    load_a_row(a, sm.qs, kLdT, warp * 16, ks * 16, lane);
+#pragma unroll
+    for (int nt = 0; nt < 16; nt += 2) {
+      uint32_t b[4];
+      load_b_kn_x2(b, sm.hs, kLdT, ks * 16, nt * 8, lane);
+      mma16816<T>(o[nt], a, b);
+      mma16816<T>(o[nt + 1], a, b + 2);
+    }
+  }
+  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  const float e0 = __expf(sm.gc[r0]), e1 = __expf(sm.gc[r1]);
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) {
+    o[nt][0] *= e0;
+    o[nt][1] *= e0;
+    o[nt][2] *= e1;
+    o[nt][3] *= e1;
+  }
+#pragma unroll
+  for (int ks = 0; ks < kChunk / 16; ++ks) {
+    uint32_t a[4];
+    load_a_row(a, sm.ps, kLdP, warp * 16, ks * 16, lane);
+#pragma unroll
+    for (int nt = 0; nt < 16; nt += 2) {
+      uint32_t b[4];
+      load_b_kn_x2(b, sm.vs, kLdT, ks * 16, nt * 8, lane);
+      mma16816<T>(o[nt], a, b);
+      mma16816<T>(o[nt + 1], a, b + 2);
+    }
+  }
+  const int64_t ob = c.batch * p.o.sb + c.row0 * p.o.st + hv * p.o.sh;
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) {
+    const int col = nt * 8 + 2 * t;
+    if (r0 < len) st_pair(p.o.p, p.o.dt, ob + r0 * p.o.st + col, p.scale * o[nt][0], p.scale * o[nt][1]);
+    if (r1 < len) st_pair(p.o.p, p.o.dt, ob + r1 * p.o.st + col, p.scale * o[nt][2], p.scale * o[nt][3]);
+  }
+}
+
+template <typename T>
+Status launch_output_t(const OutputParams& p, const SeqLayout& L, int64_t max_chunks, cudaStream_t s) {
+  const size_t smem = sizeof(OutSmem<T>);
+  ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(output_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+  dim3 grid(static_cast<unsigned>(max_chunks), p.HV);
+  output_kernel<T><<<grid, kOutThreads, smem, s>>>(p, L);
+  ATTNKIT_CUDA_CHECK_LAUNCH("gdn chunk output");
+  return Status::Ok();
+}
+
+}  // namespace attnkit::gdn_cuda

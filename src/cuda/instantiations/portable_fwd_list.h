@@ -1,0 +1,37 @@
+// THE list of compiled portable attention variants: (Dqk, Dv, dtype, mask policy, score-mod
+// policy). Each entry is defined by one TU in this folder (portable_fwd_<...>.cu) and matched by
+// the dispatcher (src/cuda/attention/portable/portable_dispatch.cu); a request no entry serves is
+// Unsupported. Policies:
+//   NoMask + NoScoreMod            plain attention, no per-element mask outside the sequence end
+//   WindowChunkMask + NoScoreMod   causal / sliding window / chunked (run-time bounds)
+//   WindowChunkMask + SoftcapAlibiMod  everything: masks, softcap, ALiBi (decode always uses this:
+//                                  memory bound, so the run-time checks cost nothing measurable)
+// Paged vs contiguous/ragged KV is a run-time property of the KV operand, not a variant.
+#pragma once
+
+#include "attnkit/status.h"
+#include "cuda/attention/portable/fwd_params.h"
+
+#define ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, DT) \
+  X(DQK, DV, DT, NoMask, NoScoreMod)                  \
+  X(DQK, DV, DT, WindowChunkMask, NoScoreMod)         \
+  X(DQK, DV, DT, WindowChunkMask, SoftcapAlibiMod)
+
+#define ATTNKIT_PORTABLE_FWD_DTYPES(X, DQK, DV)    \
+  ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, bf16) \
+  ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, fp16)
+
+#define ATTNKIT_PORTABLE_FWD_LIST(X)       \
+  ATTNKIT_PORTABLE_FWD_DTYPES(X, 64, 64)   \
+  ATTNKIT_PORTABLE_FWD_DTYPES(X, 96, 96)   \
+  ATTNKIT_PORTABLE_FWD_DTYPES(X, 128, 128) \
+  ATTNKIT_PORTABLE_FWD_DTYPES(X, 192, 128) \
+  ATTNKIT_PORTABLE_FWD_DTYPES(X, 192, 192) \
+  ATTNKIT_PORTABLE_FWD_DTYPES(X, 256, 256)
+
+namespace attnkit::gpu {
+#define ATTNKIT_DECLARE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD) \
+  Status portable_fwd_##DQK##_##DV##_##DT##_##MASK##_##MOD(const FwdParams& p, void* stream);
+ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_DECLARE_PORTABLE_FWD)
+#undef ATTNKIT_DECLARE_PORTABLE_FWD
+}  // namespace attnkit::gpu

@@ -1,0 +1,212 @@
+// Gated DeltaNet chunked pipeline on the GPU vs the CPU reference: each stage alone (fed the CPU's
+// own inputs for it, fp32 and bf16 intermediates) and the whole forward (uneven ragged batches, a
+// sequence shorter than a chunk, an empty one, initial/final states, L2 norm, fp16, and a 64k-token
+// sequence with slow gates where error could accumulate). Outputs are poisoned first.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cuda/gdn_cuda_util.h"
+
+namespace attnkit::gdn_test {
+namespace {
+
+constexpr int64_t kD = 128;
+
+struct ChunkCase {
+  int64_t B, T, H, HV;
+  std::vector<int32_t> cu;  // empty: dense
+  DType dt = DType::kBFloat16;
+  bool l2norm = false;
+  bool init = true;
+  float glo = -1.f, ghi = 0.f;
+  bool validate_indices = false;
+  int64_t N() const { return cu.empty() ? B : static_cast<int64_t>(cu.size()) - 1; }
+};
+
+struct Inputs {
+  Buffer q, k, v, g, beta, init, cu;
+};
+
+Inputs make_inputs(const ChunkCase& c, std::mt19937_64& rng) {
+  Inputs in;
+  if (c.l2norm) {
+    in.q = Buffer(c.dt, {c.B, c.T, c.H, kD});
+    in.k = Buffer(c.dt, {c.B, c.T, c.H, kD});
+    testkit::fill_normal(in.q, rng);
+    testkit::fill_normal(in.k, rng);
+  } else {
+    in.q = unit_rows(c.dt, {c.B, c.T, c.H, kD}, rng);
+    in.k = unit_rows(c.dt, {c.B, c.T, c.H, kD}, rng);
+  }
+  in.v = Buffer(c.dt, {c.B, c.T, c.HV, kD});
+  testkit::fill_normal(in.v, rng);
+  in.g = random_gates({c.B, c.T, c.HV}, rng, c.glo, c.ghi);
+  in.beta = Buffer(DType::kFloat32, {c.B, c.T, c.HV});
+  testkit::fill_uniform(in.beta, rng, 0.05f, 1.f);
+  if (c.init) {
+    in.init = Buffer(DType::kFloat32, {c.N(), c.HV, kD, kD});
+    testkit::fill_normal(in.init, rng, 0.f, 0.3f);
+  }
+  if (!c.cu.empty()) in.cu = cu_buffer(c.cu);
+  return in;
+}
+
+Inputs to_device(const Inputs& h) {
+  Inputs d{dev(h.q), dev(h.k), dev(h.v), dev(h.g), dev(h.beta)};
+  if (!h.init.empty()) d.init = dev(h.init);
+  if (!h.cu.empty()) d.cu = dev(h.cu);
+  return d;
+}
+
+TensorView opt(const Buffer& b) { return b.empty() ? TensorView{} : b.view(); }
+
+void run_forward(const ChunkCase& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const Inputs h = make_inputs(c, rng);
+  auto args = [&](const Inputs& in, const Buffer& o, const Buffer& fin) {
+    GdnChunkArgs a;
+    a.q = in.q.view();
+    a.k = in.k.view();
+    a.v = in.v.view();
+    a.g = in.g.view();
+    a.beta = in.beta.view();
+    a.cu_seqlens = opt(in.cu);
+    a.initial_state = opt(in.init);
+    a.final_state = fin.view();
+    a.o = o.view();
+    a.use_qk_l2norm = c.l2norm;
+    return a;
+  };
+  Buffer ref_o(c.dt, {c.B, c.T, c.HV, kD}), ref_fin(DType::kFloat32, {c.N(), c.HV, kD, kD});
+  ExecOptions co;
+  co.backend = Backend::kCPU;
+  Status st = gdn_chunk_forward(args(h, ref_o, ref_fin), co);
+  ASSERT_TRUE(st.ok()) << st.message();
+
+  const Inputs d = to_device(h);
+  Buffer o = poisoned(c.dt, {c.B, c.T, c.HV, kD}), fin = poisoned(DType::kFloat32, {c.N(), c.HV, kD, kD});
+  ExecOptions go;
+  go.validate_device_indices = c.validate_indices;
+  st = gdn_chunk_forward(args(d, o, fin), go);
+  ASSERT_TRUE(st.ok()) << st.message();
+  testkit::cuda_synchronize();
+  expect_close(o, ref_o, "o");
+  expect_close(fin, ref_fin, "final_state");
+}
+
+TEST(GdnChunkCuda, ForwardDenseUnevenLength) {
+  run_forward({2, 200, 2, 4, {}, DType::kBFloat16, false, true}, 1);
+}
+TEST(GdnChunkCuda, ForwardRaggedL2Norm) {
+  // lengths 37, 0, 263, 1, 179: shorter than a chunk, empty, one token, partial last chunks
+  run_forward({1, 480, 2, 4, {0, 37, 37, 300, 301, 480}, DType::kBFloat16, true, true}, 2);
+}
+TEST(GdnChunkCuda, ForwardRaggedValidatedIndicesNoInitialState) {
+  ChunkCase c{1, 333, 1, 2, {0, 64, 65, 333}, DType::kBFloat16, false, false};
+  c.validate_indices = true;
+  run_forward(c, 3);
+}
+TEST(GdnChunkCuda, ForwardFp16) {
+  run_forward({1, 130, 2, 2, {}, DType::kFloat16, true, true}, 4);
+}
+TEST(GdnChunkCuda, ForwardLongSequenceSlowGates) {
+  ChunkCase c{1, 65536, 1, 1, {}, DType::kBFloat16, true, true};
+  c.glo = -0.01f;
+  c.ghi = 0.f;
+  run_forward(c, 5);
+}
+
+// Each stage alone on the CPU chain's inputs.
+void run_stages(const ChunkCase& c, DType inter, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const Inputs h = make_inputs(c, rng);
+  const Inputs d = to_device(h);
+  const int64_t C = count_chunks(c.B, c.T, c.cu);
+  ExecOptions co;
+  co.backend = Backend::kCPU;
+  const std::vector<int64_t> tok3 = {c.B, c.T, c.HV}, tokA = {c.B, c.T, c.HV, 64},
+                             tokV = {c.B, c.T, c.HV, kD}, hs = {C, c.HV, kD, kD},
+                             st = {c.N(), c.HV, kD, kD};
+
+  // 1. cumsum
+  Buffer gc(DType::kFloat32, tok3);
+  ASSERT_TRUE(gdn_chunk_cumsum({h.g.view(), opt(h.cu), gc.view()}, co).ok());
+  {
+    Buffer out = poisoned(DType::kFloat32, tok3);
+    Status s = gdn_chunk_cumsum({d.g.view(), opt(d.cu), out.view()});
+    ASSERT_TRUE(s.ok()) << s.message();
+    testkit::cuda_synchronize();
+    expect_close(out, gc, "g_cum");
+  }
+  const Buffer dgc = dev(gc);
+  // 2. kkt + inverse
+  Buffer ainv(inter, tokA);
+  ASSERT_TRUE(gdn_kkt_inverse({h.k.view(), h.beta.view(), gc.view(), opt(h.cu), ainv.view()}, co).ok());
+  {
+    Buffer out = poisoned(inter, tokA);
+    Status s = gdn_kkt_inverse({d.k.view(), d.beta.view(), dgc.view(), opt(d.cu), out.view()});
+    ASSERT_TRUE(s.ok()) << s.message();
+    testkit::cuda_synchronize();
+    expect_close(out, ainv, "a_inv");
+  }
+  // 3. W, U
+  Buffer w(inter, tokV), u(inter, tokV);
+  ASSERT_TRUE(gdn_wu({h.k.view(), h.v.view(), h.beta.view(), gc.view(), ainv.view(), opt(h.cu),
+                      w.view(), u.view()}, co).ok());
+  {
+    const Buffer da = dev(ainv);
+    Buffer ow = poisoned(inter, tokV), ou = poisoned(inter, tokV);
+    Status s = gdn_wu({d.k.view(), d.v.view(), d.beta.view(), dgc.view(), da.view(), opt(d.cu),
+                       ow.view(), ou.view()});
+    ASSERT_TRUE(s.ok()) << s.message();
+    testkit::cuda_synchronize();
+    expect_close(ow, w, "w");
+    expect_close(ou, u, "u");
+  }
+  // 4. state pass
+  Buffer hh(inter, hs), vn(inter, tokV), fin(DType::kFloat32, st);
+  {
+    GdnStateArgs a{h.k.view(), w.view(), u.view(), gc.view(), opt(h.cu), opt(h.init), hh.view(),
+                   vn.view(), fin.view()};
+    ASSERT_TRUE(gdn_state_pass(a, co).ok());
+    const Buffer dw = dev(w), du = dev(u);
+    Buffer oh = poisoned(inter, hs), ov = poisoned(inter, tokV), of = poisoned(DType::kFloat32, st);
+    GdnStateArgs b{d.k.view(), dw.view(), du.view(), dgc.view(), opt(d.cu), opt(d.init), oh.view(),
+                   ov.view(), of.view()};
+    Status s = gdn_state_pass(b);
+    ASSERT_TRUE(s.ok()) << s.message();
+    testkit::cuda_synchronize();
+    expect_close(oh, hh, "h");
+    expect_close(ov, vn, "v_new");
+    expect_close(of, fin, "final_state");
+  }
+  // 5. output
+  {
+    Buffer o(c.dt, tokV);
+    GdnOutputArgs a{h.q.view(), h.k.view(), vn.view(), hh.view(), gc.view(), opt(h.cu), o.view()};
+    ASSERT_TRUE(gdn_chunk_output(a, co).ok());
+    const Buffer dv = dev(vn), dh = dev(hh);
+    Buffer oo = poisoned(c.dt, tokV);
+    GdnOutputArgs b{d.q.view(), d.k.view(), dv.view(), dh.view(), dgc.view(), opt(d.cu), oo.view()};
+    Status s = gdn_chunk_output(b);
+    ASSERT_TRUE(s.ok()) << s.message();
+    testkit::cuda_synchronize();
+    expect_close(oo, o, "o");
+  }
+}
+
+TEST(GdnChunkCuda, StagesRaggedFp32Intermediates) {
+  run_stages({1, 411, 2, 4, {0, 100, 101, 101, 350, 411}}, DType::kFloat32, 31);
+}
+TEST(GdnChunkCuda, StagesDenseBf16Intermediates) {
+  run_stages({2, 150, 1, 2, {}}, DType::kBFloat16, 32);
+}
+TEST(GdnChunkCuda, StagesFp16Inputs) {
+  ChunkCase c{1, 96, 2, 2, {}};
+  c.dt = DType::kFloat16;
+  run_stages(c, DType::kFloat32, 33);
+}
+
+}  // namespace
+}  // namespace attnkit::gdn_test

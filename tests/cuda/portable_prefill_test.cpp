@@ -1,0 +1,203 @@
+// Portable CUDA attention (prefill shapes) against the CPU reference: head dims x dtypes, masks,
+// score modifiers, sinks, layouts (contiguous, seqused, ragged, paged), GQA ratios, edge shapes.
+#include <gtest/gtest.h>
+
+#include "gpu_attention_util.h"
+
+namespace attnkit::test {
+namespace {
+
+AttnCase base(int batch, int sq, int sk, uint64_t seed) {
+  AttnCase c = AttnCase::uniform(batch, sq, sk);
+  c.hq = 4;
+  c.hkv = 2;
+  c.dqk = c.dv = 128;
+  c.seed = seed;
+  return c;
+}
+
+TEST(PortablePrefill, HeadDimsByDtype) {
+  const int dims[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 128}, {192, 192}, {256, 256}};
+  uint64_t seed = 100;
+  for (DType dt : {DType::kBFloat16, DType::kFloat16})
+    for (const auto& d : dims)
+      for (bool causal : {false, true}) {
+        AttnCase c = base(2, 77, 131, ++seed);
+        c.dtype = dt;
+        c.dqk = d[0];
+        c.dv = d[1];
+        if (causal) c.mask = Mask::causal();
+        check_case(c);
+      }
+}
+
+TEST(PortablePrefill, Masks) {
+  const Mask masks[] = {Mask::causal(),          Mask::sliding_window(32, 0),
+                        Mask::sliding_window(16, 8), Mask::sliding_window(-1, 5),
+                        Mask::sliding_window(0, 0),  Mask::chunked(64),
+                        Mask::chunked(48, true),     {20, 3, 32}};
+  uint64_t seed = 200;
+  for (const Mask& m : masks)
+    for (auto [sq, sk] : {std::pair{150, 150}, {97, 300}, {300, 97}}) {
+      AttnCase c = base(2, sq, sk, ++seed);
+      c.mask = m;
+      check_case(c);
+    }
+}
+
+TEST(PortablePrefill, ScoreModsAndSinks) {
+  uint64_t seed = 300;
+  for (DType dt : {DType::kBFloat16, DType::kFloat16})
+    for (int variant = 0; variant < 6; ++variant) {
+      AttnCase c = base(2, 100, 180, ++seed);
+      c.dtype = dt;
+      switch (variant) {
+        case 0: c.softcap = 30.f; c.qk_scale = 3.f; break;
+        case 1: c.alibi = true; break;
+        case 2: c.sinks = true; break;
+        case 3: c.softcap = 20.f; c.alibi = true; c.sinks = true; c.mask = Mask::causal(); break;
+        case 4: c.sinks = true; c.mask = Mask::sliding_window(8, 0); break;
+        case 5: c.alibi = true; c.mask = Mask::chunked(32, true); c.scale = 0.05f; break;
+      }
+      check_case(c);
+    }
+}
+
+TEST(PortablePrefill, Layouts) {
+  uint64_t seed = 400;
+  for (KvKind kv : {KvKind::kContiguous, KvKind::kSeqused, KvKind::kRagged, KvKind::kPaged})
+    for (bool ragged_q : {false, true})
+      for (bool causal : {false, true}) {
+        AttnCase c = base(3, 65, 129, ++seed);
+        c.kv = kv;
+        c.ragged_q = ragged_q;
+        if (kv != KvKind::kContiguous) c.seqlens_k = {129, 40, 201};
+        if (ragged_q) c.seqlens_q = {65, 1, 130};
+        if (kv == KvKind::kContiguous) c.seqlens_k = {129, 129, 129};
+        if (causal) c.mask = Mask::causal();
+        check_case(c);
+      }
+}
+
+TEST(PortablePrefill, PageSizes) {
+  uint64_t seed = 500;
+  for (int ps : {1, 16, 48, 256})
+    for (bool causal : {false, true}) {
+      AttnCase c = base(2, 33, 300, ++seed);
+      c.kv = KvKind::kPaged;
+      c.page_size = ps;
+      c.seqlens_k = {300, 77};
+      c.invalid_page_padding = ps == 48;
+      if (causal) c.mask = Mask::causal();
+      check_case(c);
+    }
+}
+
+TEST(PortablePrefill, GqaRatios) {
+  uint64_t seed = 600;
+  for (auto [hq, hkv] : {std::pair{2, 2}, {8, 2}, {7, 1}, {8, 1}, {16, 2}})
+    for (bool causal : {false, true}) {
+      AttnCase c = base(2, 45, 90, ++seed);
+      c.hq = hq;
+      c.hkv = hkv;
+      if (causal) c.mask = Mask::causal();
+      check_case(c);
+    }
+}
+
+TEST(PortablePrefill, EdgeShapes) {
+  uint64_t seed = 700;
+  {  // zero-length sequences in a ragged batch, very uneven lengths
+    AttnCase c = base(4, 1, 1, ++seed);
+    c.ragged_q = true;
+    c.kv = KvKind::kRagged;
+    c.seqlens_q = {0, 300, 5, 1};
+    c.seqlens_k = {10, 0, 700, 1};
+    c.q_tail_rows = 0;
+    check_case(c);
+    c.mask = Mask::causal();
+    c.seed = ++seed;
+    check_case(c);
+  }
+  {  // paged with an empty sequence
+    AttnCase c = base(3, 4, 1, ++seed);
+    c.kv = KvKind::kPaged;
+    c.seqlens_k = {0, 37, 160};
+    check_case(c);
+  }
+  {  // Sq > Sk, causal: the first rows see no key (O = 0, LSE = -inf)
+    AttnCase c = base(2, 90, 20, ++seed);
+    c.mask = Mask::causal();
+    check_case(c);
+    c.sinks = true;
+    c.seed = ++seed;
+    check_case(c);
+  }
+  {  // one token
+    AttnCase c = base(1, 1, 1, ++seed);
+    check_case(c);
+  }
+  {  // prime lengths
+    AttnCase c = base(1, 1013, 777, ++seed);
+    c.hq = 8;
+    c.hkv = 2;
+    check_case(c);
+    c.mask = Mask::causal();
+    c.seed = ++seed;
+    check_case(c);
+  }
+  {  // rows fully masked by a window (diagonal only, Sq > Sk)
+    AttnCase c = base(2, 70, 50, ++seed);
+    c.mask = Mask::sliding_window(0, 0);
+    check_case(c);
+  }
+  {  // large logits: no overflow
+    AttnCase c = base(2, 64, 200, ++seed);
+    c.qk_scale = 6.f;
+    check_case(c);
+    c.dtype = DType::kFloat16;
+    c.seed = ++seed;
+    check_case(c);
+  }
+  {  // strided views, no LSE
+    AttnCase c = base(2, 50, 70, ++seed);
+    c.strided = true;
+    check_case(c);
+    c.lse = false;
+    c.seed = ++seed;
+    check_case(c);
+  }
+  {  // ragged q with rows that belong to no sequence: never written by the reference either
+    AttnCase c = base(2, 1, 1, ++seed);
+    c.ragged_q = true;
+    c.seqlens_q = {30, 40};
+    c.seqlens_k = {50, 50};
+    c.q_tail_rows = 0;
+    check_case(c);
+  }
+}
+
+TEST(PortablePrefill, DeviceIndicesValidated) {
+  AttnCase c = base(3, 1, 1, 800);
+  c.ragged_q = true;
+  c.kv = KvKind::kPaged;
+  c.seqlens_q = {20, 3, 70};
+  c.seqlens_k = {100, 7, 70};
+  c.mask = Mask::causal();
+  ExecOptions o = portable_opts();
+  o.validate_device_indices = true;
+  check_case(c, o);
+}
+
+TEST(PortablePrefill, UnsupportedHeadDimIsReported) {
+  AttnCase c = base(1, 8, 8, 900);
+  c.dqk = c.dv = 32;
+  AttnData d = make_attn_data(c).to(cuda());
+  AttentionPlan plan;
+  const Status st = plan_attention(d.args(), portable_opts(), &plan);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("head dim"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace attnkit::test

@@ -1,0 +1,182 @@
+// Hopper (sm_90a) prefill kernels against the CPU reference, forced with Backend::kCudaSm90: head
+// dims x dtypes x {no mask, causal}, GQA, batches, lengths that are not tile multiples, Sq != Sk
+// with causal (rows with no visible key), strided views, large logits, bit-identical reruns, and
+// requests the kernels must refuse. Skipped (visibly) on GPUs that are not Hopper.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include "gpu_attention_util.h"
+
+namespace attnkit::test {
+namespace {
+
+bool on_hopper() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return false;
+  return major == 9;
+}
+
+#define SKIP_UNLESS_HOPPER() \
+  if (!on_hopper()) GTEST_SKIP() << "the sm90 kernels need a Hopper GPU"
+
+ExecOptions sm90_opts() {
+  ExecOptions o;
+  o.backend = Backend::kCudaSm90;
+  return o;
+}
+
+AttnCase base(int batch, int sq, int sk, uint64_t seed) {
+  AttnCase c = AttnCase::uniform(batch, sq, sk);
+  c.hq = 4;
+  c.hkv = 2;
+  c.dqk = c.dv = 128;
+  c.seed = seed;
+  return c;
+}
+
+void check_sm90(const AttnCase& c) {
+  SCOPED_TRACE(c.str());
+  GpuRun r = run_on_gpu(c, sm90_opts());
+  EXPECT_EQ(r.plan.backend, Backend::kCudaSm90);
+  EXPECT_EQ(r.plan.kernel.rfind("sm90_fwd_", 0), 0u) << r.plan.kernel;
+  expect_gpu_matches(r);
+}
+
+TEST(Sm90Prefill, HeadDimsDtypesMasks) {
+  SKIP_UNLESS_HOPPER();
+  uint64_t seed = 1000;
+  for (int d : {64, 128, 256})
+    for (DType dt : {DType::kBFloat16, DType::kFloat16})
+      for (bool causal : {false, true}) {
+        AttnCase c = base(2, 200, 333, ++seed);
+        c.dtype = dt;
+        c.dqk = c.dv = d;
+        if (causal) c.mask = Mask::causal();
+        check_sm90(c);
+      }
+}
+
+TEST(Sm90Prefill, LengthsNotTileMultiples) {
+  SKIP_UNLESS_HOPPER();
+  const std::pair<int, int> lens[] = {{17, 1},     {77, 77},   {128, 128}, {129, 255},
+                                      {1013, 1013}, {77, 1013}, {1013, 77}, {300, 1000}};
+  uint64_t seed = 2000;
+  for (int d : {64, 128, 256})
+    for (auto [sq, sk] : lens)
+      for (bool causal : {false, true}) {
+        AttnCase c = base(1, sq, sk, ++seed);
+        c.dqk = c.dv = d;
+        if (causal) c.mask = Mask::causal();
+        check_sm90(c);
+      }
+}
+
+TEST(Sm90Prefill, CausalSqLongerThanSkHasEmptyRows) {
+  SKIP_UNLESS_HOPPER();
+  // Rows i < Sq - Sk see no key: O = 0 and LSE = -inf (whole query tiles among them).
+  uint64_t seed = 3000;
+  for (auto [sq, sk] : {std::pair{500, 100}, {300, 1}, {1013, 77}}) {
+    AttnCase c = base(2, sq, sk, ++seed);
+    c.mask = Mask::causal();
+    check_sm90(c);
+  }
+}
+
+TEST(Sm90Prefill, GqaRatiosAndBatches) {
+  SKIP_UNLESS_HOPPER();
+  const int heads[][2] = {{1, 1}, {8, 1}, {7, 7}, {8, 2}, {12, 4}};
+  uint64_t seed = 4000;
+  for (const auto& h : heads)
+    for (bool causal : {false, true}) {
+      AttnCase c = base(3, 150, 260, ++seed);
+      c.hq = h[0];
+      c.hkv = h[1];
+      if (causal) c.mask = Mask::causal();
+      check_sm90(c);
+    }
+}
+
+TEST(Sm90Prefill, StridedNoLseLargeLogitsScale) {
+  SKIP_UNLESS_HOPPER();
+  uint64_t seed = 5000;
+  for (int variant = 0; variant < 4; ++variant)
+    for (bool causal : {false, true}) {
+      AttnCase c = base(2, 190, 211, ++seed);
+      if (causal) c.mask = Mask::causal();
+      switch (variant) {
+        case 0: c.strided = true; break;
+        case 1: c.lse = false; break;
+        case 2: c.qk_scale = 3.f; break;
+        case 3: c.scale = 0.02f; c.dtype = DType::kFloat16; break;
+      }
+      check_sm90(c);
+    }
+}
+
+TEST(Sm90Prefill, RerunsAreBitIdentical) {
+  SKIP_UNLESS_HOPPER();
+  for (bool causal : {false, true}) {
+    AttnCase c = base(2, 700, 900, causal ? 6001 : 6000);
+    if (causal) c.mask = Mask::causal();
+    GpuRun r = run_on_gpu(c, sm90_opts());
+    expect_gpu_matches(r);
+    const auto o1 = bytes_of(r.dev.o), l1 = bytes_of(r.dev.lse);
+    r.dev.poison_outputs();
+    ASSERT_TRUE(attention_forward(r.dev.args(), sm90_opts(), &r.plan).ok());
+    testkit::cuda_synchronize();
+    EXPECT_EQ(bytes_of(r.dev.o), o1);
+    EXPECT_EQ(bytes_of(r.dev.lse), l1);
+  }
+}
+
+TEST(Sm90Prefill, AutoPicksSm90OnHopper) {
+  SKIP_UNLESS_HOPPER();
+  AttnCase c = base(1, 256, 256, 7000);
+  c.mask = Mask::causal();
+  GpuRun r = run_on_gpu(c, ExecOptions{});
+  EXPECT_EQ(r.plan.backend, Backend::kCudaSm90) << r.plan.kernel;
+  expect_gpu_matches(r);
+}
+
+TEST(Sm90Prefill, RefusesWhatItDoesNotServe) {
+  SKIP_UNLESS_HOPPER();
+  struct Case {
+    const char* what;
+    AttnCase c;
+  };
+  std::vector<Case> cases;
+  auto add = [&](const char* what, auto edit) {
+    AttnCase c = base(2, 100, 120, 8000 + cases.size());
+    edit(c);
+    cases.push_back({what, c});
+  };
+  add("ragged q", [](AttnCase& c) { c.ragged_q = true; c.seqlens_q = {100, 30}; });
+  add("ragged kv", [](AttnCase& c) { c.kv = KvKind::kRagged; c.seqlens_k = {120, 50}; });
+  add("paged kv", [](AttnCase& c) { c.kv = KvKind::kPaged; });
+  add("seqused", [](AttnCase& c) { c.kv = KvKind::kSeqused; });
+  add("window", [](AttnCase& c) { c.mask = Mask::sliding_window(16, 0); });
+  add("chunked", [](AttnCase& c) { c.mask = Mask::chunked(32); });
+  add("softcap", [](AttnCase& c) { c.softcap = 30.f; });
+  add("alibi", [](AttnCase& c) { c.alibi = true; });
+  add("sinks", [](AttnCase& c) { c.sinks = true; });
+  add("dqk != dv", [](AttnCase& c) { c.dqk = 192; c.dv = 128; });
+  add("head dim 96", [](AttnCase& c) { c.dqk = c.dv = 96; });
+  add("splits", [](AttnCase& c) { c.num_splits = 2; });
+  add("decode", [](AttnCase& c) { c.seqlens_q = {1, 1}; });
+  for (const Case& k : cases) {
+    AttnData d = make_attn_data(k.c).to(cuda());
+    AttentionPlan plan;
+    const Status st = plan_attention(d.args(), sm90_opts(), &plan);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << k.what << ": " << st.message();
+    // Without forcing, the same request still runs (on the portable kernels).
+    const Status auto_st = plan_attention(d.args(), ExecOptions{}, &plan);
+    EXPECT_TRUE(auto_st.ok()) << k.what << ": " << auto_st.message();
+    EXPECT_EQ(plan.backend, Backend::kCudaPortable) << k.what;
+  }
+}
+
+}  // namespace
+}  // namespace attnkit::test
