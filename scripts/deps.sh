@@ -9,7 +9,10 @@ cd "$(dirname "$0")/.."
 CUTLASS_VERSION=4.2.0.0
 mkdir -p .deps
 
-if command -v nvcc >/dev/null 2>&1 && [ ! -f .deps/cutlass/.version-$CUTLASS_VERSION ]; then
+# CUTLASS is needed only where CUDA kernels are built (nvcc present and ATTNKIT_CUDA not OFF).
+cuda_mode=$(printf '%s' "${ATTNKIT_CUDA:-AUTO}" | tr '[:lower:]' '[:upper:]')
+if [ "$cuda_mode" != OFF ] && command -v nvcc >/dev/null 2>&1 &&
+   [ ! -f .deps/cutlass/.version-$CUTLASS_VERSION ]; then
   echo "deps: installing nvidia-cutlass==$CUTLASS_VERSION headers into .deps/cutlass"
   rm -rf .deps/cutlass
   python3 -m pip install --quiet --no-deps --no-compile --target .deps/cutlass \

@@ -26,14 +26,12 @@ Status route_cpu(const Device& dev, const ExecOptions& opts, const char* op, boo
   return Status::Ok();
 }
 
-[[maybe_unused]] Status no_cuda_kernel(const char* op) {
-#ifdef ATTNKIT_WITH_CUDA
-  return Status::Unsupported(std::string(op) + ": no CUDA kernel yet; pass host tensors");
-#else
+#ifndef ATTNKIT_WITH_CUDA
+Status no_cuda_kernel(const char* op) {
   return Status::Unsupported(std::string(op) +
                              ": this attnkit build has no CUDA support; tensors must be on the CPU");
-#endif
 }
+#endif
 
 Status dispatch_cumsum(const GdnCumsumArgs& a, const GdnProblem& p, const ExecOptions& opts) {
   bool cpu = false;

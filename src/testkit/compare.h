@@ -25,7 +25,8 @@ struct Tolerance {
 };
 inline constexpr Tolerance kAttnBf16{5e-3, 3e-2};
 inline constexpr Tolerance kAttnFp16{2e-3, 1e-2};
-inline constexpr Tolerance kLse{1e-6, 1e-3};  // LSE: absolute error 1e-3
+// LSE: DESIGN.md's bound is 1e-3 absolute; the rel-L2 term only guards against a wholesale offset.
+inline constexpr Tolerance kLse{1e-4, 1e-3};
 inline constexpr Tolerance kGdn{1e-2, 1e-1};
 
 bool within(const ErrorStats& e, const Tolerance& tol);

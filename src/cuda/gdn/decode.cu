@@ -1,6 +1,6 @@
 // Gated DeltaNet decode step: one token per sequence against a pool of fp32 states, updated in
 // place. Memory-bound: the state is streamed once (read + write) in 16-byte accesses. Work items
-// are 128 x BV column slices (BV = 64 by default, 32 selectable) of one (sequence, value head)
+// are 128 x 64 column slices of one (sequence, value head)
 // state; a persistent grid walks them and prefetches the next item (slot index, state slice,
 // q/k/v/g/beta) into registers while it finishes the current one, so neither the index load nor
 // the state load sits on the critical path.
@@ -210,7 +210,7 @@ Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
 
 Status launch_decode(const DecodeParams& p, cudaStream_t s) {
   if (p.N == 0 || p.HV == 0) return Status::Ok();
-  return decode_bv() == 32 ? launch_decode_bv<32>(p, s) : launch_decode_bv<64>(p, s);
+  return launch_decode_bv<64>(p, s);
 }
 
 }  // namespace attnkit::gdn_cuda

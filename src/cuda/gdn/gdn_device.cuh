@@ -7,7 +7,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <cstdlib>
+
 
 namespace attnkit::gdn_cuda {
 
@@ -296,16 +296,6 @@ __device__ __forceinline__ void st_pair(void* p, int dt, int64_t i, float a, flo
   }
 }
 
-// Kernel-variant knobs kept while the variants are compared (host side, read per launch; both
-// variants of each pass the GPU tests). Defaults are the faster on an H100: the 16-warp state pass
-// (0.80 vs 1.26 ms at T = 16k) and 64-column decode items (2536 vs 2254 GB/s at batch 256).
-// ATTNKIT_GDN_STATE_WARPS=4 / ATTNKIT_GDN_DECODE_BV=32 select the others.
-inline int env_choice(const char* name, int dflt, int alt) {
-  const char* v = std::getenv(name);
-  return (v != nullptr && std::atoi(v) == alt) ? alt : dflt;
-}
-inline int state_warps() { return env_choice("ATTNKIT_GDN_STATE_WARPS", 16, 4); }
-inline int decode_bv() { return env_choice("ATTNKIT_GDN_DECODE_BV", 64, 32); }
 
 __host__ __device__ inline SeqLayout make_layout(const int32_t* cu, const int32_t* chunk_off, int64_t T, int N) {
   SeqLayout L;

@@ -10,7 +10,6 @@
 
 namespace attnkit::gdn_cuda {
 
-constexpr int kStateThreads = 128;
 constexpr int kStateBV = 32;
 constexpr int kLdS = kStateBV + 8;
 
@@ -28,168 +27,7 @@ struct StateSmem {
   T vlo[kChunk * kLdS];
 };
 
-template <typename T>
-__global__ void __launch_bounds__(kStateThreads) state_kernel(StateParams p, SeqLayout L) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  StateSmem<T>& sm = *reinterpret_cast<StateSmem<T>*>(smem_raw);
-  constexpr int kLdT = kHead + 8;
-  const int vb = blockIdx.x, hv = blockIdx.y, n = blockIdx.z;
-  const int v0 = vb * kStateBV;
-  const int hq = hv / (p.HV / p.H);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const bool u16 = p.u.dt == DtCode<T>::value;
-
-  // This warp's state rows: 32 * warp + 16 * mt + g (+8); columns v0 + 8 * nt + 2t (+1).
-  float S[2][4][4];
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = warp * 32 + mt * 16 + g + (e >= 2 ? 8 : 0), col = v0 + nt * 8 + 2 * t + (e & 1);
-        S[mt][nt][e] = p.init.defined()
-                           ? ld_any(p.init.p, 0, n * p.init.s0 + hv * p.init.sh + r * p.init.sk + col)
-                           : 0.f;
-      }
-
-  int64_t s0, s1;
-  seq_rows(L, n, &s0, &s1);
-  const int64_t first = seq_first_chunk(L, n);
-  const int64_t nchunks = (s1 - s0 + kChunk - 1) / kChunk;
-  const int64_t batch = L.varlen ? 0 : n;
-  auto chunk_len = [&](int64_t ci) {
-    const int64_t left = s1 - (s0 + ci * kChunk);
-    return static_cast<int>(left < kChunk ? left : kChunk);
-  };
-  // Issues chunk ci's tiles into buffer b as one cp.async group (other dtypes load directly).
-  auto issue = [&](int64_t ci, int b) {
-    const int64_t row0 = s0 + ci * kChunk;
-    const int len = chunk_len(ci);
-    load_tile(sm.ws[b], kLdT, p.w.p, p.w.dt, batch * p.w.sb + row0 * p.w.st + hv * p.w.sh, p.w.st, len,
-              kChunk, kHead);
-    load_tile(sm.ks[b], kLdT, p.k.p, p.k.dt, batch * p.k.sb + row0 * p.k.st + hq * p.k.sh, p.k.st, len,
-              kChunk, kHead);
-    const int64_t ub = batch * p.u.sb + row0 * p.u.st + hv * p.u.sh + v0;
-    if (u16)
-      load_tile(reinterpret_cast<T*>(sm.us[b]), kLdS, p.u.p, p.u.dt, ub, p.u.st, len, kChunk, kStateBV);
-    else
-      load_tile_f32(sm.us[b], kLdU, p.u.p, p.u.dt, ub, p.u.st, len, kChunk, kStateBV);
-    if (tid < kChunk) {
-      const float* gp = static_cast<const float*>(p.g_cum.p) + batch * p.g_cum.sb + hv * p.g_cum.sh +
-                        (tid < len ? (row0 + tid) * p.g_cum.st : row0 * p.g_cum.st);
-      cp_async4(&sm.gc[b][tid], gp, tid < len);
-    }
-    cp_async_commit();
-  };
-  if (nchunks > 0) issue(0, 0);
-  for (int64_t ci = 0; ci < nchunks; ++ci) {
-    const int b = static_cast<int>(ci & 1);
-    const int64_t chunk = first + ci;
-    const int64_t row0 = s0 + ci * kChunk;
-    const int len = chunk_len(ci);
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int h2 = 0; h2 < 2; ++h2) {
-          const int r = warp * 32 + mt * 16 + g + h2 * 8, col = nt * 8 + 2 * t;
-          const float a = S[mt][nt][2 * h2], bb = S[mt][nt][2 * h2 + 1];
-          if (p.h.defined() && chunk < p.h.rows)
-            st_pair(p.h.p, p.h.dt, chunk * p.h.s0 + hv * p.h.sh + r * p.h.sk + v0 + col, a, bb);
-          split_hi_lo(a, &sm.shi[r * kLdS + col], &sm.slo[r * kLdS + col]);
-          split_hi_lo(bb, &sm.shi[r * kLdS + col + 1], &sm.slo[r * kLdS + col + 1]);
-        }
-    if (ci + 1 < nchunks) issue(ci + 1, b ^ 1);
-    else cp_async_commit();  // an empty group keeps "all but the newest" meaning chunk ci
-    cp_async_wait<1>();
-    __syncthreads();
-    const float glast = sm.gc[b][len - 1];
-
-    // v_new rows 16 * warp + g (+8).
-    float vn[4][4];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) vn[nt][0] = vn[nt][1] = vn[nt][2] = vn[nt][3] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < kHead / 16; ++ks) {
-      uint32_t a[4];
-      load_a_row(a, sm.ws[b], kLdT, warp * 16, ks * 16, lane);
-#pragma unroll
-      for (int nt = 0; nt < 4; nt += 2) {
-        uint32_t bh[4], bl[4];
-        load_b_kn_x2(bh, sm.shi, kLdS, ks * 16, nt * 8, lane);
-        load_b_kn_x2(bl, sm.slo, kLdS, ks * 16, nt * 8, lane);
-        mma16816<T>(vn[nt], a, bh);
-        mma16816<T>(vn[nt], a, bl);
-        mma16816<T>(vn[nt + 1], a, bh + 2);
-        mma16816<T>(vn[nt + 1], a, bl + 2);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2) {
-        const int r = warp * 16 + g + h2 * 8, col = nt * 8 + 2 * t;
-        float x[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float uu = u16 ? to_f(reinterpret_cast<const T*>(sm.us[b])[r * kLdS + col + e])
-                               : sm.us[b][r * kLdU + col + e];
-          x[e] = uu - vn[nt][2 * h2 + e];
-        }
-        if (r < len && p.v_new.defined())
-          st_pair(p.v_new.p, p.v_new.dt,
-                  batch * p.v_new.sb + (row0 + r) * p.v_new.st + p.v_new.sh * hv + v0 + col, x[0], x[1]);
-        const float sc = r < len ? __expf(glast - sm.gc[b][r]) : 0.f;
-        split_hi_lo(x[0] * sc, &sm.vhi[r * kLdS + col], &sm.vlo[r * kLdS + col]);
-        split_hi_lo(x[1] * sc, &sm.vhi[r * kLdS + col + 1], &sm.vlo[r * kLdS + col + 1]);
-      }
-    __syncthreads();
-    const float decay = __expf(glast);
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) S[mt][nt][e] *= decay;
-#pragma unroll
-    for (int ks = 0; ks < kChunk / 16; ++ks) {
-      uint32_t a[2][4];
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) load_a_trans_lm(a[mt], sm.ks[b], kLdT, warp * 32 + mt * 16, ks * 16, lane);
-#pragma unroll
-      for (int nt = 0; nt < 4; nt += 2) {
-        uint32_t bh[4], bl[4];
-        load_b_kn_x2(bh, sm.vhi, kLdS, ks * 16, nt * 8, lane);
-        load_b_kn_x2(bl, sm.vlo, kLdS, ks * 16, nt * 8, lane);
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          mma16816<T>(S[mt][nt], a[mt], bh);
-          mma16816<T>(S[mt][nt], a[mt], bl);
-          mma16816<T>(S[mt][nt + 1], a[mt], bh + 2);
-          mma16816<T>(S[mt][nt + 1], a[mt], bl + 2);
-        }
-      }
-    }
-    __syncthreads();
-  }
-  if (p.fin.defined()) {
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int h2 = 0; h2 < 2; ++h2) {
-          const int r = warp * 32 + mt * 16 + g + h2 * 8, col = v0 + nt * 8 + 2 * t;
-          st_pair(p.fin.p, 0, n * p.fin.s0 + hv * p.fin.sh + r * p.fin.sk + col, S[mt][nt][2 * h2],
-                  S[mt][nt][2 * h2 + 1]);
-        }
-  }
-}
-
-// The same pass with 16 warps per CTA (4 per scheduler), for latency hiding: warp w owns state
+// 16 warps per CTA (4 per scheduler) hide the latency of the chunk-to-chunk dependency: warp w owns state
 // rows 16 (w % 8) .. +15 x columns 16 (w / 8) .. +15, and v_new rows 16 (w % 4) x columns 8 (w / 4).
 constexpr int kStateThreads16 = 512;
 
@@ -330,16 +168,10 @@ template <typename T>
 Status launch_state_t(const StateParams& p, const SeqLayout& L, cudaStream_t s) {
   const size_t smem = sizeof(StateSmem<T>);
   dim3 grid(kHead / kStateBV, p.HV, L.N);
-  if (state_warps() == 4) {  // the 4-warp kernel, kept for comparison
-    ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(state_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(smem)));
-    state_kernel<T><<<grid, kStateThreads, smem, s>>>(p, L);
-  } else {
-    ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(state_kernel_w16<T>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(smem)));
-    state_kernel_w16<T><<<grid, kStateThreads16, smem, s>>>(p, L);
-  }
+  ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(state_kernel_w16<T>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+  state_kernel_w16<T><<<grid, kStateThreads16, smem, s>>>(p, L);
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn state pass");
   return Status::Ok();
 }

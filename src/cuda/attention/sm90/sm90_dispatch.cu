@@ -4,8 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "api/backends.h"
@@ -164,8 +162,6 @@ Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
   g.hq = prob.hq;
   g.hkv = prob.hkv;
   g.scale = prob.scale;
-  // Tuning knob for measurements: ATTNKIT_SM90_PINGPONG=0 turns the warpgroup ping-pong off.
-  if (const char* e = std::getenv("ATTNKIT_SM90_PINGPONG")) g.pingpong = std::strcmp(e, "0") != 0;
   DeviceGuard guard(prob.device.index);
   if (!guard.ok()) return Status::Cuda("sm90 attention: cannot select CUDA device " +
                                        std::to_string(prob.device.index));

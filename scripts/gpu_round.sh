@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The whole GPU round in one call, on a GPU machine (CUDA toolkit, PyTorch; no network needed when
+# .deps/ — and optionally .whl/ — were carried along):
+#   wheels  install any wheels carried in .whl/ (e.g. fla-core for the Gated DeltaNet anchor)
+#   build   attnkit for sm_90a into build-gpu/ (-j16)
+#   info    nvidia-smi -L and `attnkit info`
+#   test    ctest, GPU tests included
+#   edge    attnkit check --edge-shapes (GPU backends against the CPU reference)
+#   bench   bench/compare.py: attnkit bench and the anchors (cuDNN, FA2, fla) in the same run
+# Every phase is timed and has a time limit; a failing phase is reported and the round goes on.
+# The last lines printed are a summary table. Exit status: non-zero if any phase failed.
+#
+# Environment:
+#   GPU_ROUND_PHASES   phases to run (default: "wheels build info test edge bench"); a round that
+#                      must fit a short time slot can be split, e.g. "wheels build" then "test edge bench"
+#   GPU_ROUND_SHAPES   shape sets for the bench phase (default: "default"; all: "default fa3 decode gdn")
+#   GPU_ROUND_ARCHS    CUDA architectures (default: 90a)
+#   GPU_ROUND_JOBS     build jobs (default: 16)
+#   GPU_ROUND_TEST_TIMEOUT / _EDGE_TIMEOUT / _BENCH_TIMEOUT / _BUILD_TIMEOUT   seconds per phase
+#   OUT                if set, the summary, comparison tables/JSON and a tarball of all logs go there
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$(pwd)
+
+PHASES=${GPU_ROUND_PHASES:-"wheels build info test edge bench"}
+SHAPES=${GPU_ROUND_SHAPES:-default}
+BUILD_DIR=build-gpu
+LOGS=$ROOT/out/gpu_round
+BIN=$ROOT/$BUILD_DIR/tools/attnkit
+rm -rf "$LOGS"
+mkdir -p "$LOGS"
+export PYTHONUNBUFFERED=1
+
+SUMMARY=()
+FAILED=0
+ROUND_T0=$(date +%s)
+
+# phase NAME LIMIT_SECONDS COMMAND...: runs the command with a time limit, output teed to a log.
+phase() {
+  local name=$1 limit=$2
+  shift 2
+  local log="$LOGS/$name.log" t0 rc dt status
+  echo
+  echo "==== gpu_round: $name (limit ${limit}s) ===="
+  t0=$(date +%s)
+  timeout -k 15 "$limit" "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  dt=$(($(date +%s) - t0))
+  case $rc in
+    0) status=ok ;;
+    124 | 137) status="TIMEOUT (${limit}s)" ;;
+    *) status="FAIL (exit $rc)" ;;
+  esac
+  [ "$rc" -ne 0 ] && FAILED=1
+  SUMMARY+=("$name|$status|$dt|$(phase_note "$name" "$log")")
+}
+
+skip() {
+  echo
+  echo "==== gpu_round: $1 skipped: $2 ===="
+  SUMMARY+=("$1|skipped|0|$2")
+}
+
+# One line from a phase's log for the summary.
+phase_note() {
+  local log=$2
+  case $1 in
+    wheels) grep -m1 -E '^wheels:' "$log" ;;
+    build) { grep -m1 -E 'error:|FAILED:' "$log" || tail -n1 "$log"; } | cut -c1-100 ;;
+    info) grep -m1 -E '^GPU 0|^device:' "$log" | cut -c1-100 ;;
+    test) grep -m1 -E 'tests passed|tests failed' "$log" ;;
+    edge) grep -m1 -E '^edge shapes: [0-9]+ passed' "$log" ;;
+    bench) grep -m1 -E '^failed steps:' "$log" || echo "tables: compare.md" ;;
+  esac 2>/dev/null | head -c 110
+}
+
+want() { [[ " $PHASES " == *" $1 "* ]]; }
+
+if want wheels; then
+  if compgen -G ".whl/*.whl" >/dev/null; then
+    phase wheels 300 bash -c 'python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl &&
+      echo "wheels: installed $(ls .whl/*.whl | wc -l) into /tmp/site: $(cd .whl && ls *.whl | cut -d- -f1 | tr "\n" " ")"'
+  else
+    skip wheels "no .whl/*.whl carried"
+  fi
+fi
+[ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+
+if want build; then
+  phase build "${GPU_ROUND_BUILD_TIMEOUT:-1200}" env ATTNKIT_CUDA=ON ATTNKIT_CUDA_ARCHS="${GPU_ROUND_ARCHS:-90a}" \
+    JOBS="${GPU_ROUND_JOBS:-16}" BUILD_DIR=$BUILD_DIR scripts/build.sh
+fi
+
+if want info; then
+  phase info 60 bash -c "nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; \
+    nvcc --version | tail -2; python3 -c 'import torch; print(\"torch\", torch.__version__)' || true; \
+    if [ -x '$BIN' ]; then '$BIN' info; else echo 'attnkit not built'; fi"
+fi
+
+if want test; then
+  if [ -f $BUILD_DIR/CTestTestfile.cmake ]; then
+    phase test "${GPU_ROUND_TEST_TIMEOUT:-600}" ctest --test-dir $BUILD_DIR --output-on-failure \
+      --timeout "${GPU_ROUND_TEST_TIMEOUT:-600}"
+    cp $BUILD_DIR/Testing/Temporary/LastTest.log "$LOGS/ctest_full.log" 2>/dev/null
+  else
+    skip test "no $BUILD_DIR (build first)"
+  fi
+fi
+
+if want edge; then
+  if [ -x "$BIN" ]; then
+    phase edge "${GPU_ROUND_EDGE_TIMEOUT:-300}" "$BIN" check --edge-shapes
+  else
+    skip edge "attnkit not built"
+  fi
+fi
+
+if want bench; then
+  if [ -x "$BIN" ]; then
+    phase bench "${GPU_ROUND_BENCH_TIMEOUT:-900}" python3 bench/compare.py --attnkit "$BIN" \
+      --shapes "$(echo "$SHAPES" | tr ' ' ',')" --out "$LOGS/compare"
+  else
+    skip bench "attnkit not built"
+  fi
+fi
+
+# ---- summary (printed last) and results
+ROUND_DT=$(($(date +%s) - ROUND_T0))
+{
+  echo "gpu_round summary: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nvidia-smi -L 2>/dev/null | head -1 | cut -c1-60), git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  printf '%-7s %-18s %6s  %s\n' phase status secs note
+  printf '%-7s %-18s %6s  %s\n' ------- ------------------ ------ ----
+  for row in "${SUMMARY[@]}"; do
+    IFS='|' read -r n s t note <<<"$row"
+    printf '%-7s %-18s %6s  %s\n' "$n" "$s" "$t" "$note"
+  done
+  echo "total ${ROUND_DT}s; $([ $FAILED -eq 0 ] && echo 'all phases ok' || echo 'SOME PHASES FAILED')"
+} >"$LOGS/summary.txt"
+
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT"
+  cp "$LOGS/summary.txt" "$OUT/" 2>/dev/null
+  cp "$LOGS/compare/compare.md" "$LOGS/compare/compare.json" "$OUT/" 2>/dev/null
+  tar -C "$ROOT/out" -czf "$OUT/gpu_round_logs.tar.gz" gpu_round 2>/dev/null
+  echo "gpu_round: results in \$OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
+fi
+if [ -f "$LOGS/compare/compare.md" ]; then
+  echo
+  sed -n '/^## /,$p' "$LOGS/compare/compare.md" | grep -v '^$' | cut -c1-180
+fi
+echo
+cat "$LOGS/summary.txt"
+exit $FAILED

@@ -1,0 +1,505 @@
+// `attnkit bench`: times attention prefill/decode and Gated DeltaNet prefill/decode on named shape
+// sets, printing a table (and JSON for bench/compare.py). On a GPU: CUDA events, warm-up, median of
+// N repeats, input sets rotated where one would sit in L2. Without one: the CPU reference backend
+// on smaller versions of the same sets, timed with std::chrono.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cases.h"
+#include "commands.h"
+#include "edge_shapes.h"
+#include "flags.h"
+#include "gpu.h"
+#include "table.h"
+
+namespace attnkit::cli {
+namespace {
+
+struct Item {
+  OpKind op = OpKind::kAttention;
+  std::string set;  // shape set it came from
+  AttnCase attn;
+  GdnCase gdn;
+  std::string label() const {
+    switch (op) {
+      case OpKind::kAttention: return attn.op;
+      case OpKind::kGdn: return "gdn";
+      case OpKind::kGdnDecode: return "gdn-decode";
+      default: return "merge";
+    }
+  }
+  std::string shape() const {
+    return op == OpKind::kAttention ? attn.describe() : gdn.describe(op == OpKind::kGdnDecode);
+  }
+};
+
+struct Env {
+  bool gpu = false;
+  Device dev = cpu();
+  Backend backend = Backend::kAuto;
+  int warmup = 0, repeats = 0, threads = 0;
+  int64_t l2_bytes = 0;
+};
+
+struct Result {
+  std::string kernel = "-";
+  Status status;
+  double ms = NAN, tflops = NAN, gbps = NAN;
+};
+
+// ---------------------------------------------------------------- shape sets
+
+AttnCase prefill(int b, int64_t s, int hq, int hkv, int d, bool causal) {
+  AttnCase c;
+  c.op = "attention";
+  c.batch = b;
+  c.seqlen_q = c.seqlen_k = s;
+  c.heads_q = hq;
+  c.heads_kv = hkv;
+  c.dim_qk = c.dim_v = d;
+  if (causal) c.mask = Mask::causal();
+  return c;
+}
+
+// One query token per sequence against L keys; page_size 0 = contiguous KV.
+AttnCase decode(int b, int64_t L, int page_size) {
+  AttnCase c;
+  c.op = "decode";
+  c.batch = b;
+  c.seqlen_q = 1;
+  c.seqlen_k = L;
+  c.heads_q = 32;
+  c.heads_kv = 8;
+  c.dim_qk = c.dim_v = 128;
+  if (page_size > 0) {
+    c.paged = true;
+    c.page_size = page_size;
+  }
+  return c;
+}
+
+GdnCase gdn(int64_t t, std::vector<int64_t> varlen = {}) {
+  GdnCase c;
+  c.batch = 1;
+  c.seqlen = t;
+  c.varlen = std::move(varlen);
+  c.heads = 16;
+  c.heads_v = 32;
+  c.initial_state = false;
+  c.final_state = true;
+  return c;
+}
+
+GdnCase gdn_decode(int n) {
+  GdnCase c = gdn(1);
+  c.batch = n;
+  c.pool = n;  // every slot in use: the state bytes are the ones counted
+  return c;
+}
+
+bool known_set(const std::string& s) {
+  return s == "default" || s == "fa3" || s == "decode" || s == "gdn";
+}
+
+// The GPU shapes, or (gpu = false) much smaller ones that the CPU backend finishes quickly.
+std::vector<Item> shape_set(const std::string& set, bool gpu) {
+  std::vector<Item> out;
+  auto A = [&](AttnCase c) {
+    Item it;
+    it.op = OpKind::kAttention;
+    it.set = set;
+    it.attn = std::move(c);
+    out.push_back(std::move(it));
+  };
+  auto G = [&](GdnCase c, bool dec) {
+    Item it;
+    it.op = dec ? OpKind::kGdnDecode : OpKind::kGdn;
+    it.set = set;
+    it.gdn = std::move(c);
+    out.push_back(std::move(it));
+  };
+  if (set == "default") {
+    for (bool causal : {false, true})
+      A(gpu ? prefill(4, 4096, 16, 16, 128, causal) : prefill(1, 512, 8, 8, 128, causal));
+    for (int b : gpu ? std::vector<int>{16, 1} : std::vector<int>{4, 1})
+      for (int ps : {16, 64}) A(decode(b, gpu ? 8192 : 2048, ps));
+    G(gpu ? gdn(16384) : gdn(512), false);
+    for (int n : gpu ? std::vector<int>{32, 256} : std::vector<int>{4, 32}) G(gdn_decode(n), true);
+  } else if (set == "fa3") {
+    // FlashAttention-3 paper: batch x seqlen = 16k tokens, hidden 2048 (CPU: 1k tokens, hidden 512).
+    const int64_t tokens = gpu ? 16384 : 1024, hidden = gpu ? 2048 : 512;
+    const std::vector<int64_t> lens = gpu ? std::vector<int64_t>{512, 1024, 2048, 4096, 8192, 16384}
+                                          : std::vector<int64_t>{128, 256, 512, 1024};
+    for (int d : {64, 128, 256})
+      for (int64_t s : lens)
+        for (bool causal : {false, true})
+          A(prefill(static_cast<int>(tokens / s), s, static_cast<int>(hidden / d),
+                    static_cast<int>(hidden / d), d, causal));
+    // GQA 32/8 (Llama-3-8B heads) at 4k and 16k (CPU: 8/2 at 256 and 1k).
+    for (int64_t s : gpu ? std::vector<int64_t>{4096, 16384} : std::vector<int64_t>{256, 1024})
+      for (bool causal : {false, true})
+        A(gpu ? prefill(static_cast<int>(16384 / s), s, 32, 8, 128, causal)
+              : prefill(static_cast<int>(1024 / s), s, 8, 2, 128, causal));
+  } else if (set == "decode") {
+    for (int b : gpu ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 4})
+      for (int64_t L : gpu ? std::vector<int64_t>{1024, 8192, 32768} : std::vector<int64_t>{1024, 4096})
+        for (int ps : {0, 16, 64}) A(decode(b, L, ps));
+  } else if (set == "gdn") {
+    // Qwen3-Next linear-attention layer heads; the cases of bench/anchors_gdn.py.
+    if (gpu) {
+      for (int64_t t : {4096, 16384, 65536}) G(gdn(t), false);
+      G(gdn(0, {1000, 7000, 3000, 5000, 2768, 8000, 4000, 2000}), false);
+      for (int n : {1, 32, 256}) G(gdn_decode(n), true);
+    } else {
+      for (int64_t t : {256, 1024}) G(gdn(t), false);
+      G(gdn(0, {100, 300, 50, 574}), false);
+      for (int n : {1, 32}) G(gdn_decode(n), true);
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- timing
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// fn(call) runs one call; call numbers let it rotate through input sets.
+Status time_calls(const Env& env, const std::function<Status(int)>& fn, double* ms) {
+  std::vector<double> t;
+  if (env.gpu) {
+    ATTNKIT_RETURN_IF_ERROR(gpu::time_with_events(fn, env.warmup, env.repeats, &t));
+  } else {
+    int call = 0;
+    for (int i = 0; i < env.warmup; ++i) ATTNKIT_RETURN_IF_ERROR(fn(call++));
+    for (int r = 0; r < env.repeats; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ATTNKIT_RETURN_IF_ERROR(fn(call++));
+      t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                      .count());
+    }
+  }
+  *ms = median(t);
+  return Status::Ok();
+}
+
+// How many input sets to rotate through so that a call does not find its inputs in L2 from the
+// previous one: enough to cover three times the L2 size, at most 64 and 4 GB.
+int rotation_sets(const Env& env, size_t bytes_per_set) {
+  if (!env.gpu || bytes_per_set == 0) return 1;
+  const double want = std::ceil(3.0 * static_cast<double>(env.l2_bytes) / bytes_per_set);
+  const double cap = std::floor(4e9 / bytes_per_set);
+  return static_cast<int>(std::clamp(std::min(want, cap), 1.0, 64.0));
+}
+
+ExecOptions exec_opts(const Env& env) {
+  ExecOptions o;
+  o.backend = env.backend;
+  o.cpu_threads = env.threads;
+  return o;
+}
+
+// The first call of each op runs alone and is synchronised, so that an error surfaces with its own
+// message before any timing.
+Status first_call(const Env& env, const std::function<Status()>& fn) {
+  ATTNKIT_RETURN_IF_ERROR(fn());
+  return env.gpu ? gpu::synchronize() : Status::Ok();
+}
+
+Result run_attention(const AttnCase& c, const Env& env, std::mt19937_64& rng) {
+  Result r;
+  std::vector<AttnTensors> sets(1);
+  r.status = make_attention(c, env.dev, Fill::kFast, rng, &sets[0]);
+  if (!r.status.ok()) return r;
+  const ExecOptions opts = exec_opts(env);
+  AttentionPlan plan;
+  r.status = plan_attention(sets[0].args(c), opts, &plan);
+  if (!r.status.ok()) return r;
+  r.kernel = plan.kernel + (plan.num_splits > 1 ? " x" + std::to_string(plan.num_splits) : "");
+  const int n = rotation_sets(env, sets[0].input_bytes());
+  for (int i = 1; i < n && r.status.ok(); ++i) {
+    sets.emplace_back();
+    r.status = make_attention(c, env.dev, Fill::kFast, rng, &sets.back());
+  }
+  if (!r.status.ok()) return r;
+  std::vector<AttentionArgs> args;
+  for (auto& s : sets) args.push_back(s.args(c));
+  r.status = first_call(env, [&] { return attention_forward(args[0], opts, &plan); });
+  if (r.status.ok())
+    r.status = time_calls(
+        env, [&](int call) { return attention_forward(args[call % args.size()], opts, &plan); },
+        &r.ms);
+  if (r.status.ok()) {
+    r.tflops = c.flops() / (r.ms * 1e9);
+    r.gbps = c.kv_bytes() / (r.ms * 1e6);
+  }
+  return r;
+}
+
+std::string gdn_backend_name(const Env& env) {
+  if (env.backend != Backend::kAuto) return to_string(env.backend);
+  return env.gpu ? "cuda (auto)" : "cpu";
+}
+
+Result run_gdn(const GdnCase& c, const Env& env, std::mt19937_64& rng) {
+  Result r;
+  r.kernel = "gdn/" + gdn_backend_name(env);
+  std::vector<GdnTensors> sets(1);
+  r.status = make_gdn(c, env.dev, Fill::kFast, rng, &sets[0]);
+  if (!r.status.ok()) return r;
+  const size_t bytes = sets[0].q.bytes() + sets[0].k.bytes() + sets[0].v.bytes();
+  for (int i = 1; i < rotation_sets(env, bytes) && r.status.ok(); ++i) {
+    sets.emplace_back();
+    r.status = make_gdn(c, env.dev, Fill::kFast, rng, &sets.back());
+  }
+  if (!r.status.ok()) return r;
+  const ExecOptions opts = exec_opts(env);
+  std::vector<GdnChunkArgs> args;
+  for (auto& s : sets) args.push_back(s.args(c));
+  r.status = first_call(env, [&] { return gdn_chunk_forward(args[0], opts); });
+  if (r.status.ok())
+    r.status = time_calls(
+        env, [&](int call) { return gdn_chunk_forward(args[call % args.size()], opts); }, &r.ms);
+  if (r.status.ok()) {
+    r.tflops = c.flops() / (r.ms * 1e9);
+    const double io = static_cast<double>(bytes + sets[0].o.bytes() + sets[0].ht.bytes());
+    r.gbps = io / (r.ms * 1e6);
+  }
+  return r;
+}
+
+Result run_gdn_decode(const GdnCase& c, const Env& env, std::mt19937_64& rng) {
+  Result r;
+  r.kernel = "gdn-decode/" + gdn_backend_name(env);
+  std::vector<GdnDecodeTensors> sets(1);
+  r.status = make_gdn_decode(c, env.dev, Fill::kFast, rng, &sets[0]);
+  if (!r.status.ok()) return r;
+  for (int i = 1; i < rotation_sets(env, sets[0].pool.bytes()) && r.status.ok(); ++i) {
+    sets.emplace_back();
+    r.status = make_gdn_decode(c, env.dev, Fill::kFast, rng, &sets.back());
+  }
+  if (!r.status.ok()) return r;
+  const ExecOptions opts = exec_opts(env);
+  std::vector<GdnDecodeArgs> args;
+  for (auto& s : sets) args.push_back(s.args(c));
+  r.status = first_call(env, [&] { return gdn_decode_step(args[0], opts); });
+  if (r.status.ok())
+    r.status = time_calls(
+        env, [&](int call) { return gdn_decode_step(args[call % args.size()], opts); }, &r.ms);
+  if (r.status.ok()) r.gbps = c.decode_state_bytes() / (r.ms * 1e6);
+  return r;
+}
+
+// ---------------------------------------------------------------- output
+
+JsonObject json_row(const Item& it, const Result& r, const Env& env) {
+  JsonObject j;
+  j.set("op", it.label()).set("set", it.set).set("shape", it.shape()).set("kernel", r.kernel);
+  j.set("backend", to_string(env.backend));
+  j.set("ms", r.ms).set("tflops", r.tflops).set("gbps", r.gbps);
+  j.set("status", r.status.ok() ? "ok" : r.status.message());
+  j.set("status_code", to_string(r.status.code()));
+  if (it.op == OpKind::kAttention) {
+    const AttnCase& c = it.attn;
+    j.set("b", c.batch).set("sq", c.seqlen_q).set("sk", c.seqlen_k);
+    j.set("hq", c.heads_q).set("hkv", c.heads_kv).set("d", c.dim_qk).set("dv", c.dim_v);
+    j.set("causal", c.mask.window_right == 0 && c.mask.window_left < 0 && c.mask.chunk_size == 0);
+    j.set("paged", c.paged).set("page_size", c.paged ? c.page_size : 0);
+    j.set("dtype", to_string(c.dtype));
+    j.set("flops", c.flops()).set("kv_bytes", c.kv_bytes());
+  } else {
+    const GdnCase& c = it.gdn;
+    const bool dec = it.op == OpKind::kGdnDecode;
+    j.set("b", c.batch).set("T", dec ? int64_t{1} : c.total_tokens());
+    j.set("n_seqs", c.num_seqs()).set("varlen", !c.varlen.empty());
+    j.set("H", c.heads).set("HV", c.heads_v).set("K", c.dim_k).set("V", c.dim_v);
+    j.set("dtype", to_string(c.dtype));
+    if (dec) j.set("state_bytes", c.decode_state_bytes());
+    else j.set("flops_est", c.flops());
+  }
+  return j;
+}
+
+std::string now_utc() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+Flags make_flags() {
+  Flags f("attnkit bench [flags]",
+          "Times attention prefill and decode and Gated DeltaNet prefill and decode on a shape set\n"
+          "and prints: op, shape, kernel chosen, median time, TFLOP/s (attention: 4*D per visible\n"
+          "query-key pair per head; GDN: the chunked algorithm's estimate, as fla's) or GB/s (decode:\n"
+          "K and V bytes read; GDN decode: state bytes read + written), and a status ('ok' or why the\n"
+          "op did not run). On a GPU: CUDA events after warm-up, inputs rotated where they fit in L2.\n"
+          "Without one: the CPU reference backend on smaller shapes.\n"
+          "Shape sets: default (prefill 4x4096 h16 d128, paged decode, GDN 16k + decode), fa3 (the\n"
+          "FlashAttention-3 paper's: 16k tokens, hidden 2048, d 64/128/256, seqlen 512..16k, plus GQA\n"
+          "32/8 at 4k and 16k), decode (B 1/16/64 x L 1k/8k/32k, contiguous and paged 16/64),\n"
+          "gdn (T 4k/16k/64k, varlen 8 seqs 32k, decode B 1/32/256).");
+  f.add("shapes", FlagType::kString, "default", "default | fa3 | decode | gdn, or a comma list")
+      .add("backend", FlagType::kString, "auto", "auto | cpu | cuda-portable | cuda-sm90")
+      .add("repeats", FlagType::kInt, "", "timed calls per shape; the median is reported "
+                                          "[default: 50 on a GPU, 3 on the CPU]")
+      .add("warmup", FlagType::kInt, "", "untimed calls first [default: 10 on a GPU, 1 on the CPU]")
+      .add("json", FlagType::kString, "", "also write the results as JSON to this file ('-': stdout)")
+      .add("filter", FlagType::kString, "", "run only rows whose 'op shape' contains this text")
+      .add("list", FlagType::kBool, "", "list the shapes that would run, and stop")
+      .add("threads", FlagType::kInt, "0", "CPU backend threads (0 = all cores)")
+      .add("seed", FlagType::kInt, "1", "random seed for the inputs");
+  return f;
+}
+
+}  // namespace
+
+int bench_main(const std::vector<std::string>& args) {
+  Flags f = make_flags();
+  Status st = f.parse(args);
+  if (!st.ok()) {
+    std::fprintf(stderr, "attnkit bench: %s\n(see attnkit bench --help)\n", st.message().c_str());
+    return kExitUsage;
+  }
+  if (f.help_requested()) {
+    std::printf("%s", f.help().c_str());
+    return kExitOk;
+  }
+  Env env;
+  if (!parse_backend(f.str("backend"), &env.backend)) {
+    std::fprintf(stderr, "attnkit bench: --backend must be auto, cpu, cuda-portable or cuda-sm90\n");
+    return kExitUsage;
+  }
+  std::vector<std::string> sets;
+  {
+    std::stringstream ss(f.str("shapes"));
+    std::string s;
+    while (std::getline(ss, s, ','))
+      if (!s.empty()) sets.push_back(s);
+    for (const auto& s : sets)
+      if (!known_set(s)) {
+        std::fprintf(stderr, "attnkit bench: unknown shape set '%s' (default, fa3, decode, gdn)\n",
+                     s.c_str());
+        return kExitUsage;
+      }
+    if (sets.empty()) sets.push_back("default");
+  }
+
+  gpu::DeviceFacts facts;
+  std::string why;
+  const bool have_gpu = gpu::device_facts(&facts, &why);
+  std::string device = "cpu";
+  if (env.backend == Backend::kCPU) {
+    std::printf("--backend cpu: running the CPU reference backend on the smaller CPU shapes\n");
+  } else if (!have_gpu) {
+    if (env.backend != Backend::kAuto) {
+      std::fprintf(stderr, "attnkit bench: --backend %s needs a CUDA device: %s\n",
+                   to_string(env.backend), why.c_str());
+      return kExitUsage;
+    }
+    std::printf("no CUDA device found (%s): running the CPU reference backend on smaller %s "
+                "shapes\n", why.c_str(), f.str("shapes").c_str());
+  } else {
+    env.gpu = true;
+    env.dev = cuda(0);
+    env.l2_bytes = facts.l2_bytes;
+    device = facts.name;
+  }
+  env.warmup = static_cast<int>(f.given("warmup") ? f.integer("warmup") : env.gpu ? 10 : 1);
+  env.repeats = static_cast<int>(f.given("repeats") ? f.integer("repeats") : env.gpu ? 50 : 3);
+  env.threads = static_cast<int>(f.integer("threads"));
+  if (env.repeats < 1 || env.warmup < 0) {
+    std::fprintf(stderr, "attnkit bench: --repeats must be >= 1 and --warmup >= 0\n");
+    return kExitUsage;
+  }
+
+  std::vector<Item> items;
+  for (const auto& s : sets)
+    for (Item& it : shape_set(s, env.gpu))
+      if ((it.label() + " " + it.shape()).find(f.str("filter")) != std::string::npos)
+        items.push_back(std::move(it));
+  if (f.boolean("list")) {
+    for (const Item& it : items) std::printf("%-10s %-12s %s\n", it.set.c_str(), it.label().c_str(), it.shape().c_str());
+    return kExitOk;
+  }
+
+  std::printf("attnkit %s bench on %s, backend %s: median of %d calls after %d warm-up\n",
+              version(), device.c_str(), to_string(env.backend), env.repeats, env.warmup);
+  std::fflush(stdout);
+  Table table({"op", "shape", "kernel", "ms", "TFLOP/s", "GB/s", "status"});
+  std::vector<JsonObject> rows;
+  bool hard_error = false;
+  JsonObject meta;
+  meta.set("tool", "attnkit bench").set("version", version()).set("date", now_utc());
+  meta.set("device", device).set("gpu", env.gpu).set("backend", to_string(env.backend));
+  meta.set("cuda_build", built_with_cuda()).set("cuda_archs", cuda_architectures());
+  meta.set("shapes", f.str("shapes")).set("repeats", env.repeats).set("warmup", env.warmup);
+  meta.set("timing", env.gpu ? "cuda events, median" : "std::chrono, median");
+  // Rewritten after every row, so that a run that dies part-way keeps what it measured.
+  const std::string json_path = f.str("json");
+  auto write_json = [&]() -> bool {
+    if (json_path.empty() || json_path == "-") return true;
+    std::ofstream out(json_path);
+    out << json_document(meta, rows);
+    return static_cast<bool>(out);
+  };
+  bool context_lost = false;
+  std::mt19937_64 rng(static_cast<uint64_t>(f.integer("seed")));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    std::fprintf(stderr, "bench [%zu/%zu] %s %s ...\n", i + 1, items.size(), it.label().c_str(),
+                 it.shape().c_str());
+    Result r;
+    if (context_lost) {
+      r.status = Status::Cuda("not run: an earlier CUDA error left the device unusable");
+    } else {
+      switch (it.op) {
+        case OpKind::kAttention: r = run_attention(it.attn, env, rng); break;
+        case OpKind::kGdn: r = run_gdn(it.gdn, env, rng); break;
+        case OpKind::kGdnDecode: r = run_gdn_decode(it.gdn, env, rng); break;
+        default: break;
+      }
+      if (r.status.code() == StatusCode::kCudaError && env.gpu && !gpu::context_usable()) {
+        context_lost = true;
+        std::fprintf(stderr, "bench: CUDA context lost (%s); the remaining shapes will not run\n",
+                     r.status.message().c_str());
+      }
+    }
+    if (!r.status.ok() && r.status.code() != StatusCode::kUnsupported) hard_error = true;
+    const bool bytes_bound = it.op == OpKind::kGdnDecode || it.attn.op == "decode";
+    const std::string status = r.status.ok() ? "ok"
+                               : r.status.code() == StatusCode::kUnsupported
+                                   ? "n/a: " + r.status.message()
+                                   : std::string(to_string(r.status.code())) + ": " + r.status.message();
+    table.add_row({it.label(), it.shape(), r.kernel, fmt(r.ms, 3),
+                   bytes_bound ? "" : fmt_rate(r.tflops),
+                   bytes_bound ? fmt_rate(r.gbps) : "", status});
+    rows.push_back(json_row(it, r, env));
+    if (!write_json()) {
+      std::fprintf(stderr, "attnkit bench: could not write %s\n", json_path.c_str());
+      return kExitFail;
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%s", table.render().c_str());
+  std::printf("(%zu shapes in %.1f s)\n", items.size(), secs);
+
+  if (json_path == "-") std::printf("%s", json_document(meta, rows).c_str());
+  else if (!json_path.empty()) std::fprintf(stderr, "bench: wrote %s\n", json_path.c_str());
+  return hard_error ? kExitFail : kExitOk;
+}
+
+}  // namespace attnkit::cli
