@@ -16,8 +16,9 @@ namespace attnkit {
 // key j is visible when
 //   (window_left  < 0 || j >= p - window_left) &&
 //   (window_right < 0 || j <= p + window_right) &&
-//   (chunk_size  == 0 || j / chunk_size == p / chunk_size)
-// The factories below name the common cases.
+//   (chunk_size  == 0 || floor(j / chunk_size) == floor(p / chunk_size))
+// (floor division: with Sq > Sk the first rows have p < 0 and see no key of any chunk).
+// A row that sees no key gets O = 0 and LSE = -inf. The factories below name the common cases.
 struct Mask {
   int window_left = -1;
   int window_right = -1;

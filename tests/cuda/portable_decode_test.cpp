@@ -1,6 +1,6 @@
 // Portable CUDA attention, decode shapes: split-KV with the combine (split counts agree), paged
-// caches, merge_states on the GPU, bit-identical reruns, and a CUDA-graph capture of a planned
-// decode that replays correctly on new inputs.
+// caches, merge_states on the GPU, bit-identical reruns, a CUDA-graph capture of a planned
+// decode that replays correctly on new inputs, and the planner's choice of the decode tile.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -204,6 +204,26 @@ TEST(PortableDecode, PlannerSplitsSmallBatches) {
   AttnData dev2 = make_attn_data(big).to(cuda());
   ASSERT_TRUE(plan_attention(dev2.args(), portable_opts(), &plan).ok());
   EXPECT_EQ(plan.num_splits, 1);
+}
+
+// Decode (query tokens x GQA group within two 16-row tiles) runs on the split-N decode tile;
+// longer query blocks keep the prefill tiles, which read each K/V tile once per 64+ rows.
+TEST(PortableDecode, PlannerPicksDecodeTile) {
+  const struct {
+    int sq;
+    bool decode;
+  } cases[] = {{1, true}, {8, true}, {9, false}, {64, false}};
+  uint64_t seed = 1600;
+  for (const auto& k : cases) {
+    AttnCase c = decode_case(2, k.sq, 512, ++seed);  // group 4: rows = 4 * sq
+    AttnData dev = make_attn_data(c).to(cuda());
+    AttentionPlan plan;
+    ASSERT_TRUE(plan_attention(dev.args(), portable_opts(), &plan).ok()) << "sq " << k.sq;
+    EXPECT_EQ(plan.kernel.find("_decode") != std::string::npos, k.decode)
+        << "sq " << k.sq << ": " << plan.kernel;
+    EXPECT_EQ(plan.kernel.find("_prefill") != std::string::npos, !k.decode)
+        << "sq " << k.sq << ": " << plan.kernel;
+  }
 }
 
 }  // namespace

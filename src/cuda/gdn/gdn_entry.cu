@@ -9,6 +9,7 @@
 #include "api/check.h"
 #include "api/gdn_backends.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/device_guard.h"
 #include "cuda/gdn/chunk_launch.h"
 #include "cuda/gdn/gdn_device.cuh"
 #include "cuda/gdn/gdn_kernels.h"
@@ -44,22 +45,6 @@ StateT state(const TensorView& t) {
   r.rows = t.shape[0];
   return r;
 }
-
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int dev) {
-    if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != dev) {
-      if (cudaSetDevice(dev) == cudaSuccess) changed_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (changed_) cudaSetDevice(prev_);
-  }
-
- private:
-  int prev_ = 0;
-  bool changed_ = false;
-};
 
 // Scratch carved from ExecOptions::workspace when it is large enough, else one stream-ordered
 // allocation freed (stream-ordered) when this goes out of scope.
@@ -153,24 +138,64 @@ struct SeqSetup {
   }
 };
 
+// What every chunked op does around its kernels: select the device, find scratch memory and, for
+// ragged batches, compute the chunk offsets on the GPU. Ops that need more scratch reserve it
+// between begin() and ready().
+class StageCall {
+ public:
+  StageCall(const GdnProblem& p, const ExecOptions& opts)
+      : guard_(p.device.index), stream_(static_cast<cudaStream_t>(opts.stream)), scratch_(opts, stream_) {}
+  Status begin(const GdnProblem& p, const TensorView& cu_seqlens) {
+    if (!guard_.ok())
+      return Status::Cuda("Gated DeltaNet: cannot select CUDA device " + std::to_string(p.device.index));
+    ATTNKIT_RETURN_IF_ERROR(ss_.init(p, cu_seqlens, &scratch_));
+    return grid_limits(p);
+  }
+  Status ready() {
+    ATTNKIT_RETURN_IF_ERROR(scratch_.alloc());
+    return ss_.launch(scratch_, stream_, &off_);
+  }
+  Status start(const GdnProblem& p, const TensorView& cu_seqlens) {
+    ATTNKIT_RETURN_IF_ERROR(begin(p, cu_seqlens));
+    return ready();
+  }
+  Scratch& scratch() { return scratch_; }
+  cudaStream_t stream() const { return stream_; }
+  const gdn_cuda::SeqArgs& seq() const { return ss_.seq; }
+  const int32_t* offsets() const { return off_; }
+
+ private:
+  DeviceGuard guard_;  // first: the device is selected before any allocation
+  cudaStream_t stream_;
+  Scratch scratch_;
+  SeqSetup ss_;
+  const int32_t* off_ = nullptr;
+};
+
 gdn_cuda::SeqLayout layout(const gdn_cuda::SeqArgs& seq, const int32_t* off) {
   return gdn_cuda::make_layout(seq.cu, off, seq.T, seq.N);
 }
 
-Status run_intra(DType dt, const gdn_cuda::IntraParams& p, const gdn_cuda::SeqArgs& seq,
-                 const int32_t* off, cudaStream_t s) {
+Status run_intra(DType dt, const gdn_cuda::IntraParams& p, const StageCall& c) {
+  const gdn_cuda::SeqArgs& seq = c.seq();
+  const int32_t* off = c.offsets();
+  const cudaStream_t s = c.stream();
   if (seq.max_chunks == 0 || p.HV == 0) return Status::Ok();
   return dt == DType::kBFloat16 ? gdn_cuda::launch_intra_bf16(p, layout(seq, off), seq.max_chunks, s)
                                 : gdn_cuda::launch_intra_fp16(p, layout(seq, off), seq.max_chunks, s);
 }
-Status run_state(DType dt, const gdn_cuda::StateParams& p, const gdn_cuda::SeqArgs& seq,
-                 const int32_t* off, cudaStream_t s) {
+Status run_state(DType dt, const gdn_cuda::StateParams& p, const StageCall& c) {
+  const gdn_cuda::SeqArgs& seq = c.seq();
+  const int32_t* off = c.offsets();
+  const cudaStream_t s = c.stream();
   if (seq.N == 0 || p.HV == 0) return Status::Ok();
   return dt == DType::kBFloat16 ? gdn_cuda::launch_state_bf16(p, layout(seq, off), s)
                                 : gdn_cuda::launch_state_fp16(p, layout(seq, off), s);
 }
-Status run_output(DType dt, const gdn_cuda::OutputParams& p, const gdn_cuda::SeqArgs& seq,
-                  const int32_t* off, cudaStream_t s) {
+Status run_output(DType dt, const gdn_cuda::OutputParams& p, const StageCall& c) {
+  const gdn_cuda::SeqArgs& seq = c.seq();
+  const int32_t* off = c.offsets();
+  const cudaStream_t s = c.stream();
   if (seq.max_chunks == 0 || p.HV == 0) return Status::Ok();
   return dt == DType::kBFloat16 ? gdn_cuda::launch_output_bf16(p, layout(seq, off), seq.max_chunks, s)
                                 : gdn_cuda::launch_output_fp16(p, layout(seq, off), seq.max_chunks, s);
@@ -179,35 +204,21 @@ Status run_output(DType dt, const gdn_cuda::OutputParams& p, const gdn_cuda::Seq
 }  // namespace
 
 Status cuda_gdn_chunk_cumsum(const GdnCumsumArgs& a, const GdnProblem& p, const ExecOptions& opts) {
-  DeviceGuard guard(p.device.index);
-  auto s = static_cast<cudaStream_t>(opts.stream);
-  Scratch scratch(opts, s);
-  SeqSetup ss;
-  ATTNKIT_RETURN_IF_ERROR(ss.init(p, a.cu_seqlens, &scratch));
-  ATTNKIT_RETURN_IF_ERROR(grid_limits(p));
-  ATTNKIT_RETURN_IF_ERROR(scratch.alloc());
-  const int32_t* off;
-  ATTNKIT_RETURN_IF_ERROR(ss.launch(scratch, s, &off));
+  StageCall call(p, opts);
+  ATTNKIT_RETURN_IF_ERROR(call.start(p, a.cu_seqlens));
   gdn_cuda::CumsumParams cp;
   cp.g = tok(a.g);
   cp.g_cum = tok(a.g_cum);
   cp.HV = static_cast<int>(p.HV);
-  return gdn_cuda::launch_cumsum(cp, ss.seq, off, s);
+  return gdn_cuda::launch_cumsum(cp, call.seq(), call.offsets(), call.stream());
 }
 
 Status cuda_gdn_kkt_inverse(const GdnKktInverseArgs& a, const GdnProblem& p, const ExecOptions& opts) {
   ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_kkt_inverse"));
   ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_kkt_inverse"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.k, "k"));
-  DeviceGuard guard(p.device.index);
-  auto s = static_cast<cudaStream_t>(opts.stream);
-  Scratch scratch(opts, s);
-  SeqSetup ss;
-  ATTNKIT_RETURN_IF_ERROR(ss.init(p, a.cu_seqlens, &scratch));
-  ATTNKIT_RETURN_IF_ERROR(grid_limits(p));
-  ATTNKIT_RETURN_IF_ERROR(scratch.alloc());
-  const int32_t* off;
-  ATTNKIT_RETURN_IF_ERROR(ss.launch(scratch, s, &off));
+  StageCall call(p, opts);
+  ATTNKIT_RETURN_IF_ERROR(call.start(p, a.cu_seqlens));
   gdn_cuda::IntraParams ip;
   ip.k = tok(a.k);
   ip.beta = tok(a.beta);
@@ -216,7 +227,7 @@ Status cuda_gdn_kkt_inverse(const GdnKktInverseArgs& a, const GdnProblem& p, con
   ip.a_inv_out = tok(a.a_inv);
   ip.H = static_cast<int>(p.H);
   ip.HV = static_cast<int>(p.HV);
-  return run_intra(p.dtype, ip, ss.seq, off, s);
+  return run_intra(p.dtype, ip, call);
 }
 
 Status cuda_gdn_wu(const GdnWuArgs& a, const GdnProblem& p, const ExecOptions& opts) {
@@ -224,15 +235,8 @@ Status cuda_gdn_wu(const GdnWuArgs& a, const GdnProblem& p, const ExecOptions& o
   ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_wu"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.k, "k"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.v, "v"));
-  DeviceGuard guard(p.device.index);
-  auto s = static_cast<cudaStream_t>(opts.stream);
-  Scratch scratch(opts, s);
-  SeqSetup ss;
-  ATTNKIT_RETURN_IF_ERROR(ss.init(p, a.cu_seqlens, &scratch));
-  ATTNKIT_RETURN_IF_ERROR(grid_limits(p));
-  ATTNKIT_RETURN_IF_ERROR(scratch.alloc());
-  const int32_t* off;
-  ATTNKIT_RETURN_IF_ERROR(ss.launch(scratch, s, &off));
+  StageCall call(p, opts);
+  ATTNKIT_RETURN_IF_ERROR(call.start(p, a.cu_seqlens));
   gdn_cuda::IntraParams ip;
   ip.k = tok(a.k);
   ip.v = tok(a.v);
@@ -244,7 +248,7 @@ Status cuda_gdn_wu(const GdnWuArgs& a, const GdnProblem& p, const ExecOptions& o
   ip.u = tok(a.u);
   ip.H = static_cast<int>(p.H);
   ip.HV = static_cast<int>(p.HV);
-  return run_intra(p.dtype, ip, ss.seq, off, s);
+  return run_intra(p.dtype, ip, call);
 }
 
 Status cuda_gdn_state_pass(const GdnStateArgs& a, const GdnProblem& p, const ExecOptions& opts) {
@@ -253,15 +257,8 @@ Status cuda_gdn_state_pass(const GdnStateArgs& a, const GdnProblem& p, const Exe
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.k, "k"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.w, "w"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.u, "u"));
-  DeviceGuard guard(p.device.index);
-  auto s = static_cast<cudaStream_t>(opts.stream);
-  Scratch scratch(opts, s);
-  SeqSetup ss;
-  ATTNKIT_RETURN_IF_ERROR(ss.init(p, a.cu_seqlens, &scratch));
-  ATTNKIT_RETURN_IF_ERROR(grid_limits(p));
-  ATTNKIT_RETURN_IF_ERROR(scratch.alloc());
-  const int32_t* off;
-  ATTNKIT_RETURN_IF_ERROR(ss.launch(scratch, s, &off));
+  StageCall call(p, opts);
+  ATTNKIT_RETURN_IF_ERROR(call.start(p, a.cu_seqlens));
   gdn_cuda::StateParams sp;
   sp.k = tok(a.k);
   sp.w = tok(a.w);
@@ -273,7 +270,7 @@ Status cuda_gdn_state_pass(const GdnStateArgs& a, const GdnProblem& p, const Exe
   sp.fin = state(a.final_state);
   sp.H = static_cast<int>(p.H);
   sp.HV = static_cast<int>(p.HV);
-  return run_state(p.dtype, sp, ss.seq, off, s);
+  return run_state(p.dtype, sp, call);
 }
 
 Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const ExecOptions& opts) {
@@ -283,15 +280,8 @@ Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const 
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.k, "k"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.v_new, "v_new"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.h, "h"));
-  DeviceGuard guard(p.device.index);
-  auto s = static_cast<cudaStream_t>(opts.stream);
-  Scratch scratch(opts, s);
-  SeqSetup ss;
-  ATTNKIT_RETURN_IF_ERROR(ss.init(p, a.cu_seqlens, &scratch));
-  ATTNKIT_RETURN_IF_ERROR(grid_limits(p));
-  ATTNKIT_RETURN_IF_ERROR(scratch.alloc());
-  const int32_t* off;
-  ATTNKIT_RETURN_IF_ERROR(ss.launch(scratch, s, &off));
+  StageCall call(p, opts);
+  ATTNKIT_RETURN_IF_ERROR(call.start(p, a.cu_seqlens));
   gdn_cuda::OutputParams op;
   op.q = tok(a.q);
   op.k = tok(a.k);
@@ -302,7 +292,7 @@ Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const 
   op.H = static_cast<int>(p.H);
   op.HV = static_cast<int>(p.HV);
   op.scale = p.scale;
-  return run_output(p.dtype, op, ss.seq, off, s);
+  return run_output(p.dtype, op, call);
 }
 
 // The whole forward: [l2norm] -> fused cumsum/kkt/inverse/W/U -> state pass -> output, with 16-bit
@@ -313,12 +303,10 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.q, "q"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.k, "k"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.v, "v"));
-  DeviceGuard guard(p.device.index);
-  auto s = static_cast<cudaStream_t>(opts.stream);
-  Scratch scratch(opts, s);
-  SeqSetup ss;
-  ATTNKIT_RETURN_IF_ERROR(ss.init(p, a.cu_seqlens, &scratch));
-  ATTNKIT_RETURN_IF_ERROR(grid_limits(p));
+  StageCall call(p, opts);
+  ATTNKIT_RETURN_IF_ERROR(call.begin(p, a.cu_seqlens));
+  Scratch& scratch = call.scratch();
+  const cudaStream_t s = call.stream();
   const int64_t BT = p.B * p.T, D = kGdnGpuHeadDim;
   const size_t e16 = 2;
   const size_t qn_off = p.use_qk_l2norm ? scratch.reserve(BT * p.H * D * e16) : 0;
@@ -327,10 +315,8 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   const size_t w_off = scratch.reserve(BT * p.HV * D * e16);
   const size_t u_off = scratch.reserve(BT * p.HV * D * e16);
   const size_t vn_off = scratch.reserve(BT * p.HV * D * e16);
-  const size_t h_off = scratch.reserve(ss.seq.max_chunks * p.HV * D * D * e16);
-  ATTNKIT_RETURN_IF_ERROR(scratch.alloc());
-  const int32_t* off;
-  ATTNKIT_RETURN_IF_ERROR(ss.launch(scratch, s, &off));
+  const size_t h_off = scratch.reserve(call.seq().max_chunks * p.HV * D * D * e16);
+  ATTNKIT_RETURN_IF_ERROR(call.ready());
 
   const int qdt = dt_code(p.dtype);
   auto contiguous = [&](size_t at, int64_t heads, int dt) {
@@ -359,7 +345,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   h.sk = D;
   h.sh = D * D;
   h.s0 = p.HV * D * D;
-  h.rows = ss.seq.max_chunks;
+  h.rows = call.seq().max_chunks;
 
   gdn_cuda::IntraParams ip;
   ip.k = k;
@@ -371,7 +357,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   ip.u = u;
   ip.H = static_cast<int>(p.H);
   ip.HV = static_cast<int>(p.HV);
-  ATTNKIT_RETURN_IF_ERROR(run_intra(p.dtype, ip, ss.seq, off, s));
+  ATTNKIT_RETURN_IF_ERROR(run_intra(p.dtype, ip, call));
 
   gdn_cuda::StateParams sp;
   sp.k = k;
@@ -384,7 +370,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   sp.fin = state(a.final_state);
   sp.H = ip.H;
   sp.HV = ip.HV;
-  ATTNKIT_RETURN_IF_ERROR(run_state(p.dtype, sp, ss.seq, off, s));
+  ATTNKIT_RETURN_IF_ERROR(run_state(p.dtype, sp, call));
 
   gdn_cuda::OutputParams op;
   op.q = q;
@@ -396,7 +382,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   op.H = ip.H;
   op.HV = ip.HV;
   op.scale = p.scale;
-  return run_output(p.dtype, op, ss.seq, off, s);
+  return run_output(p.dtype, op, call);
 }
 
 Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, const ExecOptions& opts) {
@@ -404,6 +390,8 @@ Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, c
     return Status::Unsupported("gdn_decode_step: the CUDA kernel needs K = V = 128");
   ATTNKIT_RETURN_IF_ERROR(require_vector_aligned(a.state_pool, "state_pool"));
   DeviceGuard guard(p.device.index);
+  if (!guard.ok())
+    return Status::Cuda("gdn_decode_step: cannot select CUDA device " + std::to_string(p.device.index));
   gdn_cuda::DecodeParams dp;
   dp.q = tok(a.q);
   dp.k = tok(a.k);

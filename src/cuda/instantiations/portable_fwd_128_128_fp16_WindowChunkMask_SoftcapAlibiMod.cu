@@ -1,4 +1,4 @@
 // One portable attention variant (see portable_fwd_list.h).
 #include "cuda/attention/portable/fwd_launch.cuh"
 
-ATTNKIT_DEFINE_PORTABLE_FWD(128, 128, fp16, WindowChunkMask, SoftcapAlibiMod)
+ATTNKIT_DEFINE_PORTABLE_FWD(128, 128, fp16, WindowChunkMask, SoftcapAlibiMod, prefill)

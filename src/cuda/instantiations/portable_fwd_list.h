@@ -1,21 +1,25 @@
 // THE list of compiled portable attention variants: (Dqk, Dv, dtype, mask policy, score-mod
-// policy). Each entry is defined by one TU in this folder (portable_fwd_<...>.cu) and matched by
-// the dispatcher (src/cuda/attention/portable/portable_dispatch.cu); a request no entry serves is
-// Unsupported. Policies:
+// policy, tile: prefill or decode). Each entry is defined by one TU in this folder
+// (portable_fwd_<dqk>_<dv>_<dtype>_<mask>_<mod>.cu for prefill tiles, the same name + _decode for
+// the decode tile; the linker reports an entry without one) and matched by the dispatcher
+// (src/cuda/attention/portable/portable_dispatch.cu); a request no entry serves is Unsupported.
+// Policies:
 //   NoMask + NoScoreMod            plain attention, no per-element mask outside the sequence end
 //   WindowChunkMask + NoScoreMod   causal / sliding window / chunked (run-time bounds)
-//   WindowChunkMask + SoftcapAlibiMod  everything: masks, softcap, ALiBi (decode always uses this:
-//                                  memory bound, so the run-time checks cost nothing measurable)
+//   WindowChunkMask + SoftcapAlibiMod  everything: masks, softcap, ALiBi
+// and the decode tile (16 rows, the warps splitting each key tile) with the generic policies:
+// decode is memory bound, so the run-time checks cost nothing measurable.
 // Paged vs contiguous/ragged KV is a run-time property of the KV operand, not a variant.
 #pragma once
 
 #include "attnkit/status.h"
 #include "cuda/attention/portable/fwd_params.h"
 
-#define ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, DT) \
-  X(DQK, DV, DT, NoMask, NoScoreMod)                  \
-  X(DQK, DV, DT, WindowChunkMask, NoScoreMod)         \
-  X(DQK, DV, DT, WindowChunkMask, SoftcapAlibiMod)
+#define ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, DT)          \
+  X(DQK, DV, DT, NoMask, NoScoreMod, prefill)                  \
+  X(DQK, DV, DT, WindowChunkMask, NoScoreMod, prefill)         \
+  X(DQK, DV, DT, WindowChunkMask, SoftcapAlibiMod, prefill)    \
+  X(DQK, DV, DT, WindowChunkMask, SoftcapAlibiMod, decode)
 
 #define ATTNKIT_PORTABLE_FWD_DTYPES(X, DQK, DV)    \
   ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, bf16) \
@@ -30,8 +34,8 @@
   ATTNKIT_PORTABLE_FWD_DTYPES(X, 256, 256)
 
 namespace attnkit::gpu {
-#define ATTNKIT_DECLARE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD) \
-  Status portable_fwd_##DQK##_##DV##_##DT##_##MASK##_##MOD(const FwdParams& p, void* stream);
+#define ATTNKIT_DECLARE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD, TILE) \
+  Status portable_fwd_##DQK##_##DV##_##DT##_##MASK##_##MOD##_##TILE(const FwdParams& p, void* stream);
 ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_DECLARE_PORTABLE_FWD)
 #undef ATTNKIT_DECLARE_PORTABLE_FWD
 }  // namespace attnkit::gpu

@@ -28,16 +28,22 @@
 namespace attnkit::gpu {
 
 // kMT_: 16-row MMA tiles per warp. Two let each K/V fragment read from shared memory feed two
-// MMAs (prefill, where shared-memory bandwidth limits mma.sync); one keeps decode tiles small.
-template <int kDqk_, int kDv_, int kMT_ = 1>
+// MMAs (prefill, where shared-memory bandwidth limits mma.sync).
+// kSplitN_ (decode): one 16-row tile per CTA, the 4 warps split each key tile (16+ keys each) and
+// merge their partial softmax states through shared memory at the end, so that every SM
+// sub-partition's tensor core works and the K/V pipeline can be deeper.
+template <int kDqk_, int kDv_, int kMT_ = 1, bool kSplitN_ = false>
 struct FwdTile {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kMT = kMT_;
+  static constexpr bool kSplitN = kSplitN_;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpRows = 16 * kMT;
-  static constexpr int kBlockM = kWarps * kWarpRows;
-  static constexpr int kBlockN = (kDqk <= 128 && kDv <= 128) ? 64 : 32;
-  static constexpr int kStages = 2;
+  static constexpr int kBlockM = kSplitN ? kWarpRows : kWarps * kWarpRows;
+  static constexpr int kBlockN = kSplitN ? 64 : (kDqk <= 128 && kDv <= 128) ? 64 : 32;
+  static constexpr int kWarpN = kSplitN ? kBlockN / kWarps : kBlockN;  // keys per warp per tile
+  static constexpr int kStages = (kSplitN && kDqk <= 128 && kDv <= 128) ? 3 : 2;
+  static_assert(!kSplitN || kMT == 1, "split-N tiles have one 16-row tile");
   // Q fragments stay in registers when they fit beside the O accumulators; larger heads re-read
   // them from shared memory for every K tile.
   static constexpr bool kQInRegs = kDqk <= 128 && kMT == 1;
@@ -46,6 +52,9 @@ struct FwdTile {
   static constexpr int kSmemElems =
       kBlockM * kQStride + kStages * kBlockN * (kKStride + kVStride);
   static constexpr int kSmemBytes = kSmemElems * 2;
+  // The split-N merge reuses the K/V stages: fp32 O, m and l per warp.
+  static_assert(!kSplitN || kWarps * 16 * (kDv + 2) * 4 <= kStages * kBlockN * (kKStride + kVStride) * 2,
+                "split-N merge buffer must fit in the K/V stages");
   static_assert(kDqk % 16 == 0 && kDv % 16 == 0, "head dims must be multiples of 16");
 };
 
@@ -58,6 +67,104 @@ struct RowInfo {
   bool valid;  // inside the sequence's rows (padding rows compute but never store)
 };
 
+// Stores one row's result: O (or the fp32 partial), LSE, with the sink folded in and the
+// no-visible-key rule. `l` is the full denominator of the row's keys, `m` its max (log2 units).
+template <int kDv, typename T, class Get>
+__device__ __forceinline__ void store_row_cols(const FwdParams& p, float m, float l, int b, int token,
+                                               int head, int q_start, int split, int col0,
+                                               int col_step, int n_cols, Get&& get) {
+  const bool partial = p.num_splits > 1;
+  float o_scale, lse;
+  if (l == 0.f) {  // no visible key (a sink alone does not count): O = 0, LSE = -inf
+    o_scale = 0.f;
+    lse = -INFINITY;
+  } else if (!partial && p.sinks != nullptr) {
+    const float s2 = __ldg(p.sinks + head * p.sinks_stride) * kLog2e;
+    const float m_fin = fmaxf(m, s2);
+    const float keep = exp2f(m - m_fin);
+    l = l * keep + exp2f(s2 - m_fin);
+    o_scale = keep / l;
+    lse = (m_fin + log2f(l)) * kLn2;
+  } else {
+    o_scale = 1.f / l;
+    lse = (m + log2f(l)) * kLn2;
+  }
+  if (partial) {
+    const int64_t flat = p.cu_seqlens_q != nullptr ? int64_t{q_start} + token
+                                                   : int64_t{b} * p.q_rows + token;
+    const int64_t idx = (int64_t{split} * p.part_rows + flat) * p.hq + head;
+    float* dst = p.part_o + idx * kDv;
+    for (int c = col0, k = 0; k < n_cols; c += col_step, ++k) dst[c] = get(k) * o_scale;
+    if (col0 == 0) p.part_lse[idx] = lse;
+  } else {
+    T* dst = static_cast<T*>(p.o) + b * p.o_batch_stride + int64_t{q_start + token} * p.o_row_stride +
+             int64_t{head} * p.o_head_stride;
+    for (int c = col0, k = 0; k < n_cols; c += col_step, ++k) dst[c] = from_float<T>(get(k) * o_scale);
+    if (p.lse != nullptr && col0 == 0)
+      p.lse[b * p.lse_batch_stride + int64_t{q_start + token} * p.lse_row_stride +
+            int64_t{head} * p.lse_head_stride] = lse;
+  }
+}
+
+// Split-N merge: every warp holds (m, l, O) of the same 16 rows over its share of the keys. They
+// go through shared memory (the K/V stages, free after the main loop) and each thread then
+// finishes whole rows' column slices.
+template <class Tile, typename T>
+__device__ __forceinline__ void split_n_epilogue(const FwdParams& p, float* red,
+                                                 const float (&acc)[Tile::kDv / 8][4],
+                                                 const float (&m_run)[2], const float (&l_run)[2],
+                                                 int m0, int rows_total, int b, int hk, int q_start,
+                                                 int split) {
+  constexpr int kDv = Tile::kDv, kW = Tile::kWarps;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* red_o = red;                       // [kW][16][kDv]
+  float* red_m = red + kW * 16 * kDv;       // [kW][16]
+  float* red_l = red_m + kW * 16;           // [kW][16]
+  __syncthreads();  // every warp is done with the K/V stages
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float l = l_run[i];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int rr = lane / 4 + i * 8;
+    if (lane % 4 == 0) {
+      red_m[warp * 16 + rr] = m_run[i];
+      red_l[warp * 16 + rr] = l;
+    }
+#pragma unroll
+    for (int n = 0; n < kDv / 8; ++n) {
+      const int c = n * 8 + (lane % 4) * 2;
+      red_o[(warp * 16 + rr) * kDv + c] = acc[n][2 * i];
+      red_o[(warp * 16 + rr) * kDv + c + 1] = acc[n][2 * i + 1];
+    }
+  }
+  __syncthreads();
+  // 8 threads per row (16 rows x 8 = 128 threads), each a strided slice of the columns.
+  const int rr = threadIdx.x / 8, c0 = threadIdx.x % 8;
+  const int r = m0 + rr;
+  if (r >= rows_total) return;
+  int tok, hg;
+  p.group.divmod(r, tok, hg);
+  float m = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kW; ++w) m = fmaxf(m, red_m[w * 16 + rr]);
+  const float m_use = m == -INFINITY ? 0.f : m;
+  float wgt[kW], l = 0.f;
+#pragma unroll
+  for (int w = 0; w < kW; ++w) {
+    wgt[w] = exp2f(red_m[w * 16 + rr] - m_use);
+    l += red_l[w * 16 + rr] * wgt[w];
+  }
+  auto get = [&](int k) {
+    const int c = c0 + k * 8;
+    float o = 0.f;
+#pragma unroll
+    for (int w = 0; w < kW; ++w) o += red_o[(w * 16 + rr) * kDv + c] * wgt[w];
+    return o;
+  };
+  store_row_cols<kDv, T>(p, m, l, b, tok, hk * p.group.d + hg, q_start, split, c0, 8, kDv / 8, get);
+}
+
 template <class Tile, typename T, class Mask, class Mod>
 __global__ void __launch_bounds__(Tile::kThreads)
     portable_fwd_kernel(const __grid_constant__ FwdParams p) {
@@ -65,6 +172,8 @@ __global__ void __launch_bounds__(Tile::kThreads)
   constexpr int kBlockM = Tile::kBlockM, kBlockN = Tile::kBlockN, kStages = Tile::kStages;
   constexpr int kThreads = Tile::kThreads;
   constexpr int kMT = Tile::kMT, kR = 2 * kMT;  // kR rows per thread
+  constexpr int kWarpN = Tile::kWarpN;
+  constexpr bool kSplitN = Tile::kSplitN;
   constexpr int kQS = Tile::kQStride, kKS = Tile::kKStride, kVS = Tile::kVStride;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -73,6 +182,9 @@ __global__ void __launch_bounds__(Tile::kThreads)
   T* sV = sK + kStages * kBlockN * kKS;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // First row of this warp's rows within the tile; first key of its keys within each key tile.
+  const int warp_row0 = kSplitN ? 0 : warp * Tile::kWarpRows;
+  const int warp_key0 = kSplitN ? warp * kWarpN : 0;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest (causal) tiles first
   // grid: x = row tiles, y = (split, kv head), z = sequence
   const int hk = blockIdx.y % p.hkv, split = blockIdx.y / p.hkv;
@@ -124,7 +236,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
   typename Mod::Row mrow[kR];
 #pragma unroll
   for (int i = 0; i < kR; ++i) {
-    const int r = m0 + warp * Tile::kWarpRows + (i / 2) * 16 + lane / 4 + (i % 2) * 8;
+    const int r = m0 + warp_row0 + (i / 2) * 16 + lane / 4 + (i % 2) * 8;
     int tok, hg;
     p.group.divmod(r, tok, hg);
     RowInfo& ri = rows[i];
@@ -209,13 +321,13 @@ __global__ void __launch_bounds__(Tile::kThreads)
   const int mi = lane / 8, mr = lane % 8;
   // A operand (16 x 16 at rows r0, cols c0): matrices (r0, c0) (r0+8, c0) (r0, c0+8) (r0+8, c0+8).
   const uint32_t q_lane =
-      smem_addr(sQ + (warp * Tile::kWarpRows + (mi & 1) * 8 + mr) * kQS + (mi >> 1) * 8);
+      smem_addr(sQ + (warp_row0 + (mi & 1) * 8 + mr) * kQS + (mi >> 1) * 8);
   // K as B (n x k stored row-major): matrices (n0, k0) (n0, k0+8) (n0+8, k0) (n0+8, k0+8).
   const int k_lane_off = ((mi >> 1) * 8 + mr) * kKS + (mi & 1) * 8;
   // V as B via .trans (k x n stored row-major): (k0, n0) (k0+8, n0) (k0, n0+8) (k0+8, n0+8).
   const int v_lane_off = ((mi & 1) * 8 + mr) * kVS + (mi >> 1) * 8;
 
-  const bool warp_active = m0 + warp * Tile::kWarpRows < rows_total;
+  const bool warp_active = m0 + warp_row0 < rows_total;
   constexpr int kQFrags = Tile::kQInRegs ? kDqk / 16 : 1;
   uint32_t qf[kQFrags][4];
 
@@ -234,15 +346,15 @@ __global__ void __launch_bounds__(Tile::kThreads)
     // Warps whose rows are all padding (decode: a few tokens x the GQA group) only help load.
     if (!warp_active) continue;
     const int stage = t % kStages;
-    const uint32_t k_base = smem_addr(sK + stage * kBlockN * kKS + k_lane_off);
-    const uint32_t v_base = smem_addr(sV + stage * kBlockN * kVS + v_lane_off);
+    const uint32_t k_base = smem_addr(sK + (stage * kBlockN + warp_key0) * kKS + k_lane_off);
+    const uint32_t v_base = smem_addr(sV + (stage * kBlockN + warp_key0) * kVS + v_lane_off);
 
     // ---- S = Q K^T
-    float s[kMT][kBlockN / 8][4];
+    float s[kMT][kWarpN / 8][4];
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int n = 0; n < kBlockN / 8; ++n)
+      for (int n = 0; n < kWarpN / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
 #pragma unroll
@@ -258,7 +370,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
         }
       }
 #pragma unroll
-      for (int nn = 0; nn < kBlockN / 16; ++nn) {
+      for (int nn = 0; nn < kWarpN / 16; ++nn) {
         uint32_t bk[4];
         ldmatrix_x4(k_base + (nn * 16 * kKS + kk * 16) * 2, bk);
 #pragma unroll
@@ -272,11 +384,11 @@ __global__ void __launch_bounds__(Tile::kThreads)
     // ---- score mod, mask, online softmax (log2 units)
     const int j0 = (n_begin + t) * kBlockN;
     const bool full = full_lo <= j0 && j0 + kBlockN - 1 <= full_hi;
-    const int jl = j0 + (lane % 4) * 2;
+    const int jl = j0 + warp_key0 + (lane % 4) * 2;
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int n = 0; n < kBlockN / 8; ++n)
+      for (int n = 0; n < kWarpN / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = mt * 2 + (e >> 1);
@@ -290,7 +402,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
       const int mt = i / 2, h = i % 2;
       float mx = m_run[i];
 #pragma unroll
-      for (int n = 0; n < kBlockN / 8; ++n)
+      for (int n = 0; n < kWarpN / 8; ++n)
         mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -299,7 +411,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
       m_run[i] = mx;
       float sum = 0.f;
 #pragma unroll
-      for (int n = 0; n < kBlockN / 8; ++n) {
+      for (int n = 0; n < kWarpN / 8; ++n) {
         s[mt][n][2 * h] = exp2f(s[mt][n][2 * h] - m_use);
         s[mt][n][2 * h + 1] = exp2f(s[mt][n][2 * h + 1] - m_use);
         sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
@@ -314,7 +426,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
 
     // ---- O += P V (P re-packed from the S accumulators as the A operand)
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+    for (int kk = 0; kk < kWarpN / 16; ++kk) {
       uint32_t a[kMT][4];
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
@@ -337,53 +449,58 @@ __global__ void __launch_bounds__(Tile::kThreads)
   }
   cp_async_wait<0>();  // nothing may still be landing in shared memory at exit
 
-  // ---- epilogue
-  const bool partial = p.num_splits > 1;
+  if constexpr (kSplitN) {
+    split_n_epilogue<Tile, T>(p, reinterpret_cast<float*>(sK), acc[0], m_run, l_run, m0,
+                              rows_total, b, hk, q_start, split);
+  } else {
+    // ---- epilogue
+    const bool partial = p.num_splits > 1;
 #pragma unroll
-  for (int i = 0; i < kR; ++i) {
-    const int mt = i / 2, h = i % 2;
-    float l = l_run[i];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const RowInfo& ri = rows[i];
-    float m = m_run[i];
-    float o_scale, lse;
-    if (l == 0.f) {  // no visible key (a sink alone does not count): O = 0, LSE = -inf
-      o_scale = 0.f;
-      lse = -INFINITY;
-    } else if (!partial && p.sinks != nullptr && ri.valid) {
-      const float s2 = __ldg(p.sinks + ri.head * p.sinks_stride) * kLog2e;
-      const float m_fin = fmaxf(m, s2);
-      l = l * exp2f(m - m_fin) + exp2f(s2 - m_fin);
-      o_scale = exp2f(m - m_fin) / l;
-      lse = (m_fin + log2f(l)) * kLn2;
-    } else {
-      o_scale = 1.f / l;
-      lse = (m + log2f(l)) * kLn2;
-    }
-    if (!ri.valid) continue;
-    const int col = (lane % 4) * 2;
-    if (partial) {
-      const int64_t flat = p.cu_seqlens_q != nullptr ? int64_t{q_start} + ri.token
-                                                     : int64_t{b} * p.q_rows + ri.token;
-      const int64_t idx = (int64_t{split} * p.part_rows + flat) * p.hq + ri.head;
-      float* dst = p.part_o + idx * kDv + col;
+    for (int i = 0; i < kR; ++i) {
+      const int mt = i / 2, h = i % 2;
+      float l = l_run[i];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const RowInfo& ri = rows[i];
+      float m = m_run[i];
+      float o_scale, lse;
+      if (l == 0.f) {  // no visible key (a sink alone does not count): O = 0, LSE = -inf
+        o_scale = 0.f;
+        lse = -INFINITY;
+      } else if (!partial && p.sinks != nullptr && ri.valid) {
+        const float s2 = __ldg(p.sinks + ri.head * p.sinks_stride) * kLog2e;
+        const float m_fin = fmaxf(m, s2);
+        l = l * exp2f(m - m_fin) + exp2f(s2 - m_fin);
+        o_scale = exp2f(m - m_fin) / l;
+        lse = (m_fin + log2f(l)) * kLn2;
+      } else {
+        o_scale = 1.f / l;
+        lse = (m + log2f(l)) * kLn2;
+      }
+      if (!ri.valid) continue;
+      const int col = (lane % 4) * 2;
+      if (partial) {
+        const int64_t flat = p.cu_seqlens_q != nullptr ? int64_t{q_start} + ri.token
+                                                       : int64_t{b} * p.q_rows + ri.token;
+        const int64_t idx = (int64_t{split} * p.part_rows + flat) * p.hq + ri.head;
+        float* dst = p.part_o + idx * kDv + col;
 #pragma unroll
-      for (int n = 0; n < kDv / 8; ++n)
-        *reinterpret_cast<float2*>(dst + n * 8) =
-            make_float2(acc[mt][n][2 * h] * o_scale, acc[mt][n][2 * h + 1] * o_scale);
-      if (lane % 4 == 0) p.part_lse[idx] = lse;
-    } else {
-      T* dst = static_cast<T*>(p.o) + b * p.o_batch_stride +
-               int64_t{q_start + ri.token} * p.o_row_stride + int64_t{ri.head} * p.o_head_stride +
-               col;
+        for (int n = 0; n < kDv / 8; ++n)
+          *reinterpret_cast<float2*>(dst + n * 8) =
+              make_float2(acc[mt][n][2 * h] * o_scale, acc[mt][n][2 * h + 1] * o_scale);
+        if (lane % 4 == 0) p.part_lse[idx] = lse;
+      } else {
+        T* dst = static_cast<T*>(p.o) + b * p.o_batch_stride +
+                 int64_t{q_start + ri.token} * p.o_row_stride + int64_t{ri.head} * p.o_head_stride +
+                 col;
 #pragma unroll
-      for (int n = 0; n < kDv / 8; ++n)
-        *reinterpret_cast<uint32_t*>(dst + n * 8) =
-            pack2<T>(acc[mt][n][2 * h] * o_scale, acc[mt][n][2 * h + 1] * o_scale);
-      if (p.lse != nullptr && lane % 4 == 0)
-        p.lse[b * p.lse_batch_stride + int64_t{q_start + ri.token} * p.lse_row_stride +
-              int64_t{ri.head} * p.lse_head_stride] = lse;
+        for (int n = 0; n < kDv / 8; ++n)
+          *reinterpret_cast<uint32_t*>(dst + n * 8) =
+              pack2<T>(acc[mt][n][2 * h] * o_scale, acc[mt][n][2 * h + 1] * o_scale);
+        if (p.lse != nullptr && lane % 4 == 0)
+          p.lse[b * p.lse_batch_stride + int64_t{q_start + ri.token} * p.lse_row_stride +
+                int64_t{ri.head} * p.lse_head_stride] = lse;
+      }
     }
   }
 }

@@ -13,13 +13,20 @@
 
 namespace attnkit::gpu {
 
-// Tile shape per variant: two 16-row MMA tiles per warp where the registers allow and the score
-// mod is trivial (prefill throughput); the generic variant, which decode uses, keeps one.
-template <int kDqk, int kDv, class Mod>
-using TileFor = FwdTile<kDqk, kDv, (std::is_same_v<Mod, NoScoreMod> && kDqk <= 128 && kDv <= 128) ? 2 : 1>;
+// Tile shape per variant. Prefill: two 16-row MMA tiles per warp where the registers allow and
+// the score mod is trivial, else one. Decode: one 16-row tile, the warps splitting the keys.
+template <int kDqk, int kDv, class Mod, bool kDecode>
+using TileFor = std::conditional_t<
+    kDecode, FwdTile<kDqk, kDv, 1, true>,
+    FwdTile<kDqk, kDv, (std::is_same_v<Mod, NoScoreMod> && kDqk <= 128 && kDv <= 128) ? 2 : 1>>;
 
-constexpr int block_m_for(int dqk, int dv, bool trivial_mod) {
-  return (trivial_mod && dqk <= 128 && dv <= 128) ? 128 : 64;
+// The planner's view of the tiles (host code cannot name them); each instantiation checks that
+// they agree.
+constexpr int block_m_for(int dqk, int dv, bool trivial_mod, bool decode) {
+  return decode ? 16 : (trivial_mod && dqk <= 128 && dv <= 128) ? 128 : 64;
+}
+constexpr int block_n_for(int dqk, int dv, bool decode) {
+  return (decode || (dqk <= 128 && dv <= 128)) ? 64 : 32;
 }
 
 // Grid limits of y/z (65535) bound batch and kv_heads * num_splits; the planner keeps within them.
@@ -47,14 +54,25 @@ Status launch_portable_fwd(const FwdParams& p, void* stream) {
 
 }  // namespace attnkit::gpu
 
-// Defines the launcher of one variant: portable_fwd_<dqk>_<dv>_<dtype>_<mask>_<mod>.
-#define ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD) portable_fwd_##DQK##_##DV##_##DT##_##MASK##_##MOD
+// Defines the launcher of one variant: portable_fwd_<dqk>_<dv>_<dtype>_<mask>_<mod>_<tile>.
+#define ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE) \
+  portable_fwd_##DQK##_##DV##_##DT##_##MASK##_##MOD##_##TILE
 #define ATTNKIT_PORTABLE_CTYPE_bf16 __nv_bfloat16
 #define ATTNKIT_PORTABLE_CTYPE_fp16 __half
-#define ATTNKIT_DEFINE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD)                                  \
-  namespace attnkit::gpu {                                                                    \
-  Status ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD)(const FwdParams& p, void* stream) {  \
-    return launch_portable_fwd<TileFor<DQK, DV, MOD>, ATTNKIT_PORTABLE_CTYPE_##DT, MASK, MOD>( \
-        p, stream);                                                                           \
-  }                                                                                           \
+#define ATTNKIT_PORTABLE_IS_DECODE_prefill false
+#define ATTNKIT_PORTABLE_IS_DECODE_decode true
+#define ATTNKIT_DEFINE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD, TILE)                                \
+  namespace attnkit::gpu {                                                                        \
+  using Tile_##DQK##_##DV##_##MOD##_##TILE = TileFor<DQK, DV, MOD, ATTNKIT_PORTABLE_IS_DECODE_##TILE>; \
+  static_assert(Tile_##DQK##_##DV##_##MOD##_##TILE::kBlockM ==                                    \
+                    block_m_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>,                         \
+                                ATTNKIT_PORTABLE_IS_DECODE_##TILE),                               \
+                "block_m_for disagrees with the tile");                                           \
+  static_assert(Tile_##DQK##_##DV##_##MOD##_##TILE::kBlockN ==                                    \
+                    block_n_for(DQK, DV, ATTNKIT_PORTABLE_IS_DECODE_##TILE),                      \
+                "block_n_for disagrees with the tile");                                           \
+  Status ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)(const FwdParams& p, void* stream) { \
+    return launch_portable_fwd<Tile_##DQK##_##DV##_##MOD##_##TILE, ATTNKIT_PORTABLE_CTYPE_##DT,   \
+                               MASK, MOD>(p, stream);                                             \
+  }                                                                                               \
   }

@@ -12,6 +12,7 @@
 #include "cuda/attention/portable/planner.h"
 #include "cuda/attention/portable/fwd_launch.cuh"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/device_guard.h"
 #include "cuda/instantiations/portable_fwd_list.h"
 
 namespace attnkit::detail {
@@ -19,8 +20,10 @@ namespace {
 
 using gpu::FwdParams;
 
-// kFull: masks + softcap + ALiBi at run time (and every decode).
-enum class Policy { kPlain, kMask, kFull };
+// kFull: masks + softcap + ALiBi; kDecode: the same policies on the decode tile.
+enum class Policy { kPlain, kMask, kFull, kDecode };
+
+bool generic(Policy p) { return p == Policy::kFull || p == Policy::kDecode; }
 
 struct Variant {
   int dqk, dv;
@@ -33,20 +36,28 @@ struct Variant {
 constexpr DType dtype_of(const char* t) {
   return t[0] == 'b' ? DType::kBFloat16 : DType::kFloat16;
 }
-constexpr Policy policy_of(const char* mask, const char* mod) {
-  return mask[0] == 'N' ? Policy::kPlain : (mod[0] == 'N' ? Policy::kMask : Policy::kFull);
+constexpr Policy policy_of(const char* mask, const char* mod, const char* tile) {
+  return tile[0] == 'd'    ? Policy::kDecode
+         : mask[0] == 'N'  ? Policy::kPlain
+         : mod[0] == 'N'   ? Policy::kMask
+                           : Policy::kFull;
 }
 
-#define ATTNKIT_VARIANT_ROW(DQK, DV, DT, MASK, MOD)                                         \
-  Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD),                                   \
-          "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD,                          \
-          &gpu::ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD)},
+#define ATTNKIT_VARIANT_ROW(DQK, DV, DT, MASK, MOD, TILE)                                   \
+  Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD, #TILE),                            \
+          "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_" #TILE,                \
+          &gpu::ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)},
 constexpr Variant kVariants[] = {ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_VARIANT_ROW)};
 #undef ATTNKIT_VARIANT_ROW
 
+// Rows of one tile (query tokens x GQA group) up to which the decode tile is used: it re-reads
+// K/V once per 16 rows, so beyond a couple of tiles the prefill tiles move fewer bytes.
+constexpr int64_t kDecodeMaxRows = 32;
+
 Policy policy_for(const AttnProblem& prob) {
   // Decode is memory bound: one generic variant serves every option there.
-  if (prob.softcap > 0.f || prob.has_alibi || prob.is_decode()) return Policy::kFull;
+  if (int64_t{prob.max_seqlen_q} * (prob.hq / prob.hkv) <= kDecodeMaxRows) return Policy::kDecode;
+  if (prob.softcap > 0.f || prob.has_alibi) return Policy::kFull;
   return prob.mask.is_none() ? Policy::kPlain : Policy::kMask;
 }
 
@@ -76,22 +87,6 @@ size_t workspace_for(const AttnProblem& prob, int splits) {
   const size_t rows = static_cast<size_t>(splits) * part_rows(prob) * prob.hq;
   return align_up(rows * prob.dv * sizeof(float)) + align_up(rows * sizeof(float));
 }
-
-// Switches to the tensors' device for the launches and back afterwards.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    ok_ = cudaGetDevice(&prev_) == cudaSuccess && cudaSetDevice(device) == cudaSuccess;
-  }
-  ~DeviceGuard() {
-    if (ok_) cudaSetDevice(prev_);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  int prev_ = 0;
-  bool ok_ = false;
-};
 
 FwdParams make_params(const AttentionArgs& a, const AttnProblem& prob) {
   FwdParams p;
@@ -208,8 +203,9 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   in.group = prob.hq / prob.hkv;
   in.max_seqlen_q = prob.max_seqlen_q;
   in.max_seqlen_k = prob.max_seqlen_k;
-  in.block_m = gpu::block_m_for(prob.dqk, prob.dv, v->policy != Policy::kFull);
-  in.block_n = (prob.dqk <= 128 && prob.dv <= 128) ? 64 : 32;
+  const bool decode = v->policy == Policy::kDecode;
+  in.block_m = gpu::block_m_for(prob.dqk, prob.dv, !generic(v->policy), decode);
+  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, decode);
   in.sm_count = dev.sm_count;
   in.requested_splits = args.num_splits;
   const int splits = plan_num_splits(in);
@@ -227,7 +223,7 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   const Variant* v = find_variant(plan.kernel);
   if (v == nullptr || v->dqk != prob.dqk || v->dv != prob.dv || v->dtype != prob.dtype)
     return Status::Invalid("plan (kernel '" + plan.kernel + "') does not match these arguments");
-  if (v->policy != Policy::kFull && (prob.softcap > 0.f || prob.has_alibi))
+  if (!generic(v->policy) && (prob.softcap > 0.f || prob.has_alibi))
     return Status::Invalid("plan (kernel '" + plan.kernel +
                            "') lacks the softcap / ALiBi these arguments need");
   if (v->policy == Policy::kPlain && !prob.mask.is_none())

@@ -9,6 +9,7 @@
 #include "api/backends.h"
 #include "cuda/attention/sm90/sm90_fwd_params.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/device_guard.h"
 #include "cuda/instantiations/sm90_fwd_list.h"
 
 namespace attnkit::detail {
@@ -65,21 +66,6 @@ Status check_tma_operand(const TensorView& t, const char* name) {
                                  ") is not a positive multiple of 8 elements (TMA needs 16 bytes)");
   return Status::Ok();
 }
-
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    ok_ = cudaGetDevice(&prev_) == cudaSuccess && cudaSetDevice(device) == cudaSuccess;
-  }
-  ~DeviceGuard() {
-    if (ok_) cudaSetDevice(prev_);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  int prev_ = 0;
-  bool ok_ = false;
-};
 
 }  // namespace
 
