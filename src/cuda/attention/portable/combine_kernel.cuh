@@ -76,21 +76,14 @@ __global__ void merge_states_kernel(MergeView<TIn, TOut> v, int64_t rows, int he
   merge_row(v, w / heads, w % heads, w / heads, -INFINITY);
 }
 
-// Split-KV combine: warps enumerate (token, head) of sequence blockIdx.y, with the same sequence
-// clamping as the attention kernel; the partial's flat row is ragged ? q_start + token
+// Split-KV combine: warps enumerate (token, head) of sequence blockIdx.y (q_sequence, as the
+// attention kernel); the partial's flat row is ragged ? q_start + token
 // : b * Sq + token, O / LSE follow Q's (batch, row, head) strides.
 template <typename T>
 __global__ void split_combine_kernel(const __grid_constant__ FwdParams p, int dv) {
   const int b = blockIdx.y;
-  int q_start = 0, sq = p.q_rows;
-  if (p.cu_seqlens_q != nullptr) {
-    int lo = __ldg(p.cu_seqlens_q + b * p.cu_q_stride);
-    int hi = __ldg(p.cu_seqlens_q + (b + 1) * p.cu_q_stride);
-    lo = min(max(lo, 0), p.q_rows);
-    hi = min(max(hi, lo), p.q_rows);
-    q_start = lo;
-    sq = hi - lo;
-  }
+  const QSeq qs = q_sequence(p, b);
+  const int q_start = qs.start, sq = qs.length;
   const int64_t w = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
   const int tok = static_cast<int>(w / p.hq), h = static_cast<int>(w % p.hq);
   if (tok >= sq) return;

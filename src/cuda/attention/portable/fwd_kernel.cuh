@@ -191,15 +191,8 @@ __global__ void __launch_bounds__(Tile::kThreads)
   const int b = blockIdx.z;
   const int G = p.group.d;
 
-  int q_start = 0, sq = p.q_rows;
-  if (p.cu_seqlens_q != nullptr) {
-    int lo = __ldg(p.cu_seqlens_q + b * p.cu_q_stride);
-    int hi = __ldg(p.cu_seqlens_q + (b + 1) * p.cu_q_stride);
-    lo = min(max(lo, 0), p.q_rows);
-    hi = min(max(hi, lo), p.q_rows);
-    q_start = lo;
-    sq = hi - lo;
-  }
+  const QSeq qs = q_sequence(p, b);
+  const int q_start = qs.start, sq = qs.length;
   const int rows_total = sq * G;
   const int m0 = m_block * kBlockM;
   if (m0 >= rows_total) return;

@@ -45,4 +45,19 @@ struct FwdParams {
   int64_t part_rows = 0;  // flat rows per split
 };
 
+// Where sequence b's queries are: [start, start + length) in Q's row dimension. Ragged offsets come
+// from the device and are clamped to Q's rows, as KvOperand::sequence clamps the keys. The attention
+// and combine kernels both call this, so their view of a sequence cannot drift apart.
+struct QSeq {
+  int start, length;
+};
+__device__ __forceinline__ QSeq q_sequence(const FwdParams& p, int b) {
+  if (p.cu_seqlens_q == nullptr) return {0, p.q_rows};
+  int lo = __ldg(p.cu_seqlens_q + b * p.cu_q_stride);
+  int hi = __ldg(p.cu_seqlens_q + (b + 1) * p.cu_q_stride);
+  lo = min(max(lo, 0), p.q_rows);
+  hi = min(max(hi, lo), p.q_rows);
+  return {lo, hi - lo};
+}
+
 }  // namespace attnkit::gpu
