@@ -7,12 +7,15 @@
 #   test    ctest, GPU tests included
 #   edge    attnkit check --edge-shapes (GPU backends against the CPU reference)
 #   bench   bench/compare.py: attnkit bench and the anchors (cuDNN, FA2, fla) in the same run
+#   accuracy  bench/gdn_accuracy.py: Gated DeltaNet's error against the fp32 recurrent reference,
+#           attnkit's and fla's on the same inputs (needs the fla-core wheel)
 # Every phase is timed and has a time limit; a failing phase is reported and the round goes on.
 # The last lines printed are a summary table. Exit status: non-zero if any phase failed.
 #
 # Environment:
-#   GPU_ROUND_PHASES   phases to run (default: "wheels build info test edge bench"); a round that
-#                      must fit a short time slot can be split, e.g. "wheels build" then "test edge bench"
+#   GPU_ROUND_PHASES   phases to run (default: "wheels build info test edge bench accuracy"); a round
+#                      that must fit a short time slot can be split, e.g. "wheels build" then
+#                      "test edge bench"
 #   GPU_ROUND_SHAPES   shape sets for the bench phase (default: "default"; all: "default fa3 decode gdn")
 #   GPU_ROUND_ARCHS    CUDA architectures (default: 90a)
 #   GPU_ROUND_JOBS     build jobs (default: 16)
@@ -22,7 +25,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
 
-PHASES=${GPU_ROUND_PHASES:-"wheels build info test edge bench"}
+PHASES=${GPU_ROUND_PHASES:-"wheels build info test edge bench accuracy"}
 SHAPES=${GPU_ROUND_SHAPES:-default}
 BUILD_DIR=build-gpu
 LOGS=$ROOT/out/gpu_round
@@ -71,6 +74,7 @@ phase_note() {
     test) grep -m1 -E 'tests passed|tests failed' "$log" ;;
     edge) grep -m1 -E '^edge shapes: [0-9]+ passed' "$log" ;;
     bench) grep -m1 -E '^failed steps:' "$log" || echo "tables: compare.md" ;;
+    accuracy) grep -E '^[A-Za-z0-9_]+: attnkit o rel_l2' "$log" | tail -n1 ;;
   esac 2>/dev/null | head -c 110
 }
 
@@ -124,6 +128,15 @@ if want bench; then
   fi
 fi
 
+if want accuracy; then
+  if [ -x "$BIN" ]; then
+    phase accuracy "${GPU_ROUND_ACCURACY_TIMEOUT:-600}" python3 bench/gdn_accuracy.py --attnkit "$BIN" \
+      --out "$LOGS/compare"
+  else
+    skip accuracy "attnkit not built"
+  fi
+fi
+
 # ---- summary (printed last) and results
 ROUND_DT=$(($(date +%s) - ROUND_T0))
 {
@@ -140,13 +153,17 @@ ROUND_DT=$(($(date +%s) - ROUND_T0))
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   cp "$LOGS/summary.txt" "$OUT/" 2>/dev/null
-  cp "$LOGS/compare/compare.md" "$LOGS/compare/compare.json" "$OUT/" 2>/dev/null
+  cp "$LOGS/compare/compare.md" "$LOGS/compare/compare.json" "$LOGS/compare/gdn_accuracy.json" "$OUT/" 2>/dev/null
   tar -C "$ROOT/out" -czf "$OUT/gpu_round_logs.tar.gz" gpu_round 2>/dev/null
   echo "gpu_round: results in \$OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
 fi
 if [ -f "$LOGS/compare/compare.md" ]; then
   echo
   sed -n '/^## /,$p' "$LOGS/compare/compare.md" | grep -v '^$' | cut -c1-180
+fi
+if [ -f "$LOGS/accuracy.log" ]; then
+  echo
+  sed -n '/^## Gated DeltaNet accuracy/,$p' "$LOGS/accuracy.log" | grep -v '^$'
 fi
 echo
 cat "$LOGS/summary.txt"

@@ -12,6 +12,7 @@ inline constexpr int kExitOk = 0, kExitFail = 1, kExitUsage = 2, kExitUnsupporte
 
 int bench_main(const std::vector<std::string>& args);
 int check_main(const std::vector<std::string>& args);
+int gdn_files_main(const std::vector<std::string>& args);
 int info_main(const std::vector<std::string>& args);
 
 }  // namespace attnkit::cli

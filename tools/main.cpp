@@ -1,4 +1,5 @@
-// attnkit: the command-line program. Routes to the commands (bench, check, info) and prints help.
+// attnkit: the command-line program. Routes to the commands (bench, check, gdn-files, info) and
+// prints help.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -16,10 +17,12 @@ const char* kUsage =
     "attnkit: attention kernels for LLM inference (softmax attention and Gated DeltaNet).\n"
     "\n"
     "commands:\n"
-    "  bench    time the ops on a shape set and print a table (and JSON with --json)\n"
-    "  check    run one op (or --edge-shapes) and compare it with a reference\n"
-    "  info     version, CUDA build and architectures, the device found\n"
-    "  help     this text ('attnkit <command> --help' documents each command's flags)\n"
+    "  bench      time the ops on a shape set and print a table (and JSON with --json)\n"
+    "  check      run one op (or --edge-shapes) and compare it with a reference\n"
+    "  gdn-files  Gated DeltaNet on inputs read from files, with the fp32 reference (accuracy\n"
+    "             side by side with another implementation: bench/gdn_accuracy.py)\n"
+    "  info       version, CUDA build and architectures, the device found\n"
+    "  help       this text ('attnkit <command> --help' documents each command's flags)\n"
     "\n"
     "examples:\n"
     "  attnkit bench --shapes decode --json decode.json\n"
@@ -74,7 +77,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "bench") return bench_main(rest);
   if (args[0] == "check") return check_main(rest);
+  if (args[0] == "gdn-files") return gdn_files_main(rest);
   if (args[0] == "info") return info_main(rest);
-  std::fprintf(stderr, "attnkit: unknown command '%s' (bench, check, info, help)\n", args[0].c_str());
+  std::fprintf(stderr, "attnkit: unknown command '%s' (bench, check, gdn-files, info, help)\n", args[0].c_str());
   return kExitUsage;
 }
