@@ -207,9 +207,8 @@ __global__ void __launch_bounds__(Tile::kThreads)
   constexpr int kKPer = (kBlockN * kKC + kThreads - 1) / kThreads;
   constexpr int kVPer = (kBlockN * kVC + kThreads - 1) / kThreads;
   constexpr bool kSameRows = kKC == kVC;
-  int64_t k_off[kKPer], v_off[kVPer];
   // Element offsets of this thread's chunks for block n (-1: past the sequence end).
-  auto locate_block = [&](int n_block) {
+  auto locate_block = [&](int n_block, int64_t(&k_off)[kKPer], int64_t(&v_off)[kVPer]) {
     const int j0 = n_block * kBlockN;
 #pragma unroll
     for (int i = 0; i < kKPer; ++i) {
@@ -242,7 +241,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
       }
     }
   };
-  auto issue_block = [&](int stage) {
+  auto issue_block = [&](int stage, const int64_t(&k_off)[kKPer], const int64_t(&v_off)[kVPer]) {
     T* dK = sK + stage * kBlockN * kKS;
     T* dV = sV + stage * kBlockN * kVS;
 #pragma unroll
@@ -265,14 +264,20 @@ __global__ void __launch_bounds__(Tile::kThreads)
     }
   };
 
+  {
+    // All page-table reads of the prologue first, so that they overlap instead of each one
+    // delaying its stage's copies.
+    int64_t pk[kStages - 1][kKPer], pv[kStages - 1][kVPer];
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_tiles) {
-      locate_block(n_begin + s);
-      issue_block(s);
+    for (int s = 0; s < kStages - 1; ++s)
+      if (s < n_tiles) locate_block(n_begin + s, pk[s], pv[s]);
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < n_tiles) issue_block(s, pk[s], pv[s]);
+      cp_async_commit();  // group 0 also carries Q
     }
-    cp_async_commit();  // group 0 also carries Q
   }
+  int64_t k_off[kKPer], v_off[kVPer];
 
   float acc[kMT][kDvWarp / 8][4];
   float m_run[kR], l_run[kR];
@@ -304,11 +309,11 @@ __global__ void __launch_bounds__(Tile::kThreads)
     const int t_next = t + kStages - 1;
     // Addresses (and page-table reads) of the block loaded below, before the wait so that their
     // latency overlaps it.
-    if (t_next < n_tiles) locate_block(n_begin + t_next);
+    if (t_next < n_tiles) locate_block(n_begin + t_next, k_off, v_off);
     cp_async_wait<kStages - 2>();
     __syncthreads();
     // The stage refilled here was last read in iteration t - 1, which every thread has left.
-    if (t_next < n_tiles) issue_block(t_next % kStages);
+    if (t_next < n_tiles) issue_block(t_next % kStages, k_off, v_off);
     cp_async_commit();
     if constexpr (Tile::kQInRegs) {
       if (t == 0) {

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "attnkit/status.h"
@@ -31,20 +33,29 @@ Status launch_portable_decode(const FwdParams& p, void* stream) {
     return Status::Invalid("portable decode kernel: batch must be <= 65535 and num_splits in [1, " +
                            std::to_string(kMaxCombineSplits) + "]");
   auto kernel = portable_decode_kernel<Tile, T, Mask, Mod>;
-  // Not a stream operation, so it is legal while the stream is being captured.
-  ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        Tile::kSmemBytes));
+  int device = 0;
+  ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
+  // The shared-memory limit is a per-device function attribute: set once per device (decode
+  // calls are short, so host time per call matters). Not a stream operation, so it is legal
+  // while the stream is being captured.
+  static std::atomic<uint64_t> configured{0};
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit == 0 || (configured.load(std::memory_order_acquire) & bit) == 0) {
+    ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          Tile::kSmemBytes));
+    configured.fetch_or(bit, std::memory_order_acq_rel);
+  }
   const dim3 grid(static_cast<unsigned>(p.hkv * p.num_splits), static_cast<unsigned>(p.batch));
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, s>>>(p);
   ATTNKIT_CUDA_CHECK_LAUNCH("portable_decode_kernel");
   if (p.num_splits == 1) return Status::Ok();
 
-  int device = 0, cc_major = 0;
-  ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
+  int cc_major = 0;
   ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
   cudaLaunchConfig_t cfg = {};
-  const int64_t warps = int64_t{p.max_seqlen_q} * p.hq;
-  cfg.gridDim = dim3(static_cast<unsigned>((warps + 3) / 4), static_cast<unsigned>(p.batch));
+  // One CTA per (token, query head) of each sequence.
+  cfg.gridDim = dim3(static_cast<unsigned>(int64_t{p.max_seqlen_q} * p.hq),
+                     static_cast<unsigned>(p.batch));
   cfg.blockDim = dim3(128);
   cfg.dynamicSmemBytes = 0;
   cfg.stream = s;
