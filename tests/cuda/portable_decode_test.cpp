@@ -206,8 +206,8 @@ TEST(PortableDecode, PlannerSplitsSmallBatches) {
   EXPECT_EQ(plan.num_splits, 1);
 }
 
-// Decode (query tokens x GQA group within two 16-row tiles) runs on the split-N decode tile;
-// longer query blocks keep the prefill tiles, which read each K/V tile once per 64+ rows.
+// Decode (query tokens x GQA group within 32 rows) runs on the decode kernel, one CTA per KV head
+// holding all rows; longer query blocks keep the prefill tiles.
 TEST(PortableDecode, PlannerPicksDecodeTile) {
   const struct {
     int sq;

@@ -7,8 +7,7 @@
 //   NoMask + NoScoreMod            plain attention, no per-element mask outside the sequence end
 //   WindowChunkMask + NoScoreMod   causal / sliding window / chunked (run-time bounds)
 //   WindowChunkMask + SoftcapAlibiMod  everything: masks, softcap, ALiBi
-// and the decode tile (16 rows, the warps splitting each key tile) with the generic policies:
-// decode is memory bound, so the run-time checks cost nothing measurable.
+// Decode shapes run on their own kernel, listed in portable_decode_list.h.
 // Paged vs contiguous/ragged KV is a run-time property of the KV operand, not a variant.
 #pragma once
 
@@ -18,8 +17,7 @@
 #define ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, DT)          \
   X(DQK, DV, DT, NoMask, NoScoreMod, prefill)                  \
   X(DQK, DV, DT, WindowChunkMask, NoScoreMod, prefill)         \
-  X(DQK, DV, DT, WindowChunkMask, SoftcapAlibiMod, prefill)    \
-  X(DQK, DV, DT, WindowChunkMask, SoftcapAlibiMod, decode)
+  X(DQK, DV, DT, WindowChunkMask, SoftcapAlibiMod, prefill)
 
 #define ATTNKIT_PORTABLE_FWD_DTYPES(X, DQK, DV)    \
   ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, bf16) \

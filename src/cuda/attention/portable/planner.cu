@@ -31,4 +31,23 @@ int plan_num_splits(const PlanInput& in) {
   return static_cast<int>(std::max<int64_t>(splits, 1));
 }
 
+namespace {
+// A decode split should stream at least this many stages: fewer, and its fixed costs (Q load,
+// pipeline fill, merge, its share of the combine) outweigh the bandwidth it adds.
+constexpr int kMinDecodeBlocksPerSplit = 3;
+}  // namespace
+
+int plan_decode_splits(const DecodePlanInput& in) {
+  const int cap = std::max(1, in.max_splits);
+  if (in.requested_splits > 0) return std::min(in.requested_splits, cap);
+  const int64_t ctas = int64_t{in.batch} * in.hkv;
+  // Every SM already has a CTA streaming K/V: splitting only adds the combine's traffic.
+  if (ctas <= 0 || ctas >= in.sm_count) return 1;
+  const int64_t n_blocks = (int64_t{in.max_seqlen_k} + in.block_n - 1) / in.block_n;
+  // One wave with every CTA slot busy; a second, partial wave would leave most SMs idle.
+  int64_t splits = int64_t{in.sm_count} * std::max(in.ctas_per_sm, 1) / ctas;
+  splits = std::min<int64_t>({splits, n_blocks / kMinDecodeBlocksPerSplit, cap});
+  return static_cast<int>(std::max<int64_t>(splits, 1));
+}
+
 }  // namespace attnkit::detail

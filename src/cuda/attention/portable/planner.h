@@ -15,4 +15,17 @@ struct PlanInput {
 
 int plan_num_splits(const PlanInput& in);
 
+// The decode kernel: one CTA per (sequence, KV head, split) holds every query row of the head.
+struct DecodePlanInput {
+  int batch = 0, hkv = 0;
+  int max_seqlen_k = 0;
+  int block_n = 32;     // keys per pipeline stage of the decode kernel
+  int ctas_per_sm = 2;  // decode CTAs resident per SM
+  int sm_count = 1;
+  int requested_splits = 0;  // AttentionArgs::num_splits: 0 = decide here
+  int max_splits = 128;      // what the combine handles
+};
+
+int plan_decode_splits(const DecodePlanInput& in);
+
 }  // namespace attnkit::detail

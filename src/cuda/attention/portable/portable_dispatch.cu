@@ -10,9 +10,11 @@
 
 #include "api/backends.h"
 #include "cuda/attention/portable/planner.h"
+#include "cuda/attention/portable/decode_launch.cuh"
 #include "cuda/attention/portable/fwd_launch.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
+#include "cuda/instantiations/portable_decode_list.h"
 #include "cuda/instantiations/portable_fwd_list.h"
 
 namespace attnkit::detail {
@@ -20,15 +22,16 @@ namespace {
 
 using gpu::FwdParams;
 
-// kFull: masks + softcap + ALiBi; kDecode: the same policies on the decode tile.
-enum class Policy { kPlain, kMask, kFull, kDecode };
+// kPlain: no mask, no score mod; kMask: masks; kFull: masks + softcap + ALiBi.
+enum class Policy { kPlain, kMask, kFull };
 
-bool generic(Policy p) { return p == Policy::kFull || p == Policy::kDecode; }
+bool generic(Policy p) { return p == Policy::kFull; }
 
 struct Variant {
   int dqk, dv;
   DType dtype;
   Policy policy;
+  int decode_rows;  // decode kernel: the most query rows (tokens x group) per KV head; 0: prefill
   const char* name;
   Status (*launch)(const FwdParams&, void*);
 };
@@ -36,35 +39,54 @@ struct Variant {
 constexpr DType dtype_of(const char* t) {
   return t[0] == 'b' ? DType::kBFloat16 : DType::kFloat16;
 }
-constexpr Policy policy_of(const char* mask, const char* mod, const char* tile) {
-  return tile[0] == 'd'    ? Policy::kDecode
-         : mask[0] == 'N'  ? Policy::kPlain
-         : mod[0] == 'N'   ? Policy::kMask
-                           : Policy::kFull;
+constexpr Policy policy_of(const char* mask, const char* mod) {
+  return mask[0] == 'N' ? Policy::kPlain : mod[0] == 'N' ? Policy::kMask : Policy::kFull;
 }
 
 #define ATTNKIT_VARIANT_ROW(DQK, DV, DT, MASK, MOD, TILE)                                   \
-  Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD, #TILE),                            \
+  Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), 0,                                \
           "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_" #TILE,                \
           &gpu::ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)},
-constexpr Variant kVariants[] = {ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_VARIANT_ROW)};
+#define ATTNKIT_DECODE_VARIANT_ROW(DQK, DV, DT, MASK, MOD, ROWS)                            \
+  Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), ROWS,                             \
+          "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_decode" #ROWS,          \
+          &gpu::ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS)},
+constexpr Variant kVariants[] = {ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_VARIANT_ROW)
+                                     ATTNKIT_PORTABLE_DECODE_LIST(ATTNKIT_DECODE_VARIANT_ROW)};
 #undef ATTNKIT_VARIANT_ROW
+#undef ATTNKIT_DECODE_VARIANT_ROW
 
-// Rows of one tile (query tokens x GQA group) up to which the decode tile is used: it re-reads
-// K/V once per 16 rows, so beyond a couple of tiles the prefill tiles move fewer bytes.
+// Rows (query tokens x GQA group) up to which the decode kernel is used: it holds them all in one
+// CTA per KV head; beyond that the prefill tiles serve.
 constexpr int64_t kDecodeMaxRows = 32;
 
+int64_t decode_rows(const AttnProblem& prob) {
+  return int64_t{prob.max_seqlen_q} * (prob.hq / prob.hkv);
+}
+
+// Whether the mask hides nothing but keys past the sequence end. With one query token (per
+// sequence) a causal mask is such a mask: the token sits at the last key.
+bool mask_trivial(const AttnProblem& prob) {
+  const Mask& m = prob.mask;
+  if (m.is_none()) return true;
+  return prob.max_seqlen_q <= 1 && m.window_left < 0 && m.window_right >= 0 && m.chunk_size == 0;
+}
+
 Policy policy_for(const AttnProblem& prob) {
-  // Decode is memory bound: one generic variant serves every option there.
-  if (int64_t{prob.max_seqlen_q} * (prob.hq / prob.hkv) <= kDecodeMaxRows) return Policy::kDecode;
   if (prob.softcap > 0.f || prob.has_alibi) return Policy::kFull;
+  if (decode_rows(prob) <= kDecodeMaxRows)  // decode has the plain and the generic variants
+    return mask_trivial(prob) ? Policy::kPlain : Policy::kFull;
   return prob.mask.is_none() ? Policy::kPlain : Policy::kMask;
 }
 
 const Variant* find_variant(const AttnProblem& prob) {
   const Policy pol = policy_for(prob);
+  const int64_t rows = decode_rows(prob);
+  const int want_rows = rows > kDecodeMaxRows ? 0 : rows <= 16 ? 16 : 32;
   for (const Variant& v : kVariants)
-    if (v.dqk == prob.dqk && v.dv == prob.dv && v.dtype == prob.dtype && v.policy == pol) return &v;
+    if (v.dqk == prob.dqk && v.dv == prob.dv && v.dtype == prob.dtype && v.policy == pol &&
+        v.decode_rows == want_rows)
+      return &v;
   return nullptr;
 }
 
@@ -203,12 +225,24 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   in.group = prob.hq / prob.hkv;
   in.max_seqlen_q = prob.max_seqlen_q;
   in.max_seqlen_k = prob.max_seqlen_k;
-  const bool decode = v->policy == Policy::kDecode;
-  in.block_m = gpu::block_m_for(prob.dqk, prob.dv, !generic(v->policy), decode);
-  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, decode);
+  in.block_m = gpu::block_m_for(prob.dqk, prob.dv, !generic(v->policy), false);
+  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, false);
   in.sm_count = dev.sm_count;
   in.requested_splits = args.num_splits;
-  const int splits = plan_num_splits(in);
+  int splits = 0;
+  if (v->decode_rows > 0) {
+    DecodePlanInput d;
+    d.batch = prob.batch;
+    d.hkv = prob.hkv;
+    d.max_seqlen_k = prob.max_seqlen_k;
+    d.block_n = gpu::DecodeTile<128, 128, 1>::kBlockN;
+    d.sm_count = dev.sm_count;
+    d.requested_splits = args.num_splits;
+    d.max_splits = gpu::kMaxCombineSplits;
+    splits = plan_decode_splits(d);
+  } else {
+    splits = plan_num_splits(in);
+  }
   plan->backend = Backend::kCudaPortable;
   plan->kernel = std::string(v->name) + (splits > 1 ? "+split_combine" : "");
   plan->num_splits = splits;
@@ -226,10 +260,15 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   if (!generic(v->policy) && (prob.softcap > 0.f || prob.has_alibi))
     return Status::Invalid("plan (kernel '" + plan.kernel +
                            "') lacks the softcap / ALiBi these arguments need");
-  if (v->policy == Policy::kPlain && !prob.mask.is_none())
+  if (v->policy == Policy::kPlain && !(v->decode_rows > 0 ? mask_trivial(prob) : prob.mask.is_none()))
     return Status::Invalid("plan (kernel '" + plan.kernel + "') has no mask, these arguments do");
+  if (v->decode_rows > 0 && decode_rows(prob) > v->decode_rows)
+    return Status::Invalid("plan (kernel '" + plan.kernel + "') holds " +
+                           std::to_string(v->decode_rows) +
+                           " query rows per KV head, these arguments have " +
+                           std::to_string(decode_rows(prob)));
   const int splits = std::max(plan.num_splits, 1);
-  if (splits > 1 && int64_t{prob.hkv} * splits > gpu::kMaxGridYZ)
+  if (v->decode_rows == 0 && splits > 1 && int64_t{prob.hkv} * splits > gpu::kMaxGridYZ)
     return Status::Invalid("plan num_splits too large for these kv heads");
   if (prob.batch == 0 || prob.q_rows == 0) return Status::Ok();
 
@@ -254,8 +293,9 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
     p.part_rows = part_rows(prob);
   }
   const Status st = [&]() -> Status {
+    // The decode launchers run their own combine.
     ATTNKIT_RETURN_IF_ERROR(v->launch(p, opts.stream));
-    if (splits > 1) {
+    if (splits > 1 && v->decode_rows == 0) {
       const int64_t warps = int64_t{prob.max_seqlen_q} * prob.hq;
       const dim3 grid(static_cast<unsigned>((warps + 3) / 4), static_cast<unsigned>(prob.batch));
       if (prob.dtype == DType::kBFloat16)

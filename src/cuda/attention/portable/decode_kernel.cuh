@@ -1,0 +1,448 @@
+// The portable (sm_80+) decode attention kernel: a few query tokens against a long KV cache,
+// memory bound, so the whole design is about reading K and V once at full bandwidth.
+//
+// One CTA = one (sequence, KV head, split): its rows are every (query token, query head of the
+// GQA group) pair, row r = token * group + head_in_group, at most 16 * kMT of them, so K and V of
+// the head are read exactly once. Keys stream through a kStages-deep cp.async pipeline of
+// kBlockN-key stages (many small stages keep ~80 KB in flight per CTA and two CTAs fit an SM).
+// The 4 warps split each stage 2 x 2: key half (16 keys each; S = Q K^T is computed by both warps
+// of a key half, which costs nothing on a memory-bound kernel) and Dv half (O += P V), so each
+// warp holds only half of O. At the end the two key halves merge through shared memory and the
+// CTA writes its rows with coalesced stores: O (sinks folded in) without splits, else a
+// normalised fp32 partial O and its natural-log LSE for the combine (combine_kernel.cuh).
+//
+// Page-table lookups for a stage are made before waiting on the previous stage, so their latency
+// hides behind the wait. Rows with no visible key: O = 0 and LSE = -inf, with or without a sink.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/attention/policy/mask.cuh"
+#include "cuda/attention/policy/score_mod.cuh"
+#include "cuda/attention/portable/fwd_params.h"
+#include "cuda/common/mma_sm80.cuh"
+
+namespace attnkit::gpu {
+
+// Shared memory a decode CTA may use: two CTAs per SM on sm_80/sm_90, and within sm_86/89's
+// 99 KB per-block limit.
+inline constexpr int kDecodeSmemBudget = 96 * 1024;
+
+template <int kDqk_, int kDv_, int kMT_>
+struct DecodeTile {
+  static constexpr int kDqk = kDqk_, kDv = kDv_, kMT = kMT_;
+  static constexpr int kRows = 16 * kMT;
+  static constexpr int kWarps = 4, kThreads = 128;
+  static constexpr int kBlockN = 32;       // keys per stage: 16 per key half
+  static constexpr int kDvWarp = kDv / 2;  // O columns per warp
+  // Rows padded by 16 bytes: the 8 rows an ldmatrix reads fall in distinct banks.
+  static constexpr int kQS = kDqk + 8, kKS = kDqk + 8, kVS = kDv + 8;
+  static constexpr int kQBytes = kRows * kQS * 2;
+  static constexpr int kStageBytes = kBlockN * (kKS + kVS) * 2;
+  static constexpr int kStagesFit = (kDecodeSmemBudget - kQBytes) / kStageBytes;
+  static constexpr int kStages = kStagesFit > 8 ? 8 : kStagesFit < 2 ? 2 : kStagesFit;
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
+  // Q fragments stay in registers when they are at most 32 of them (beside O and the stage
+  // addresses); otherwise ldmatrix re-reads them from shared memory for every stage.
+  static constexpr bool kQInRegs = kMT * kDqk <= 128;
+  // The key-half merge reuses the stages: fp32 O, m and l per key half.
+  static constexpr int kMergeBytes = 2 * kRows * (kDv + 2) * 4;
+  static_assert(kMergeBytes <= kStages * kStageBytes, "merge buffer must fit in the stages");
+  static_assert(kDqk % 16 == 0 && kDvWarp % 16 == 0, "head dims: multiples of 16 (Dv of 32)");
+  static_assert(kMT == 1 || kMT == 2, "decode tiles hold 16 or 32 rows");
+};
+
+// Writes rows [0, rows) of the CTA from the merge buffer: out = (O_0 w_0 + O_1 w_1) / l with the
+// two key halves' states, as O (sinks folded in) or as the split's fp32 partial.
+template <class Tile, typename T>
+__device__ __forceinline__ void decode_store(const FwdParams& p, const float* red, int rows,
+                                             int b, int hk, int q_start, int split) {
+  constexpr int kDv = Tile::kDv, kRows = Tile::kRows, kC = kDv / 4;
+  const float* red_o = red;                     // [2][kRows][kDv]
+  const float* red_m = red + 2 * kRows * kDv;  // [2][kRows]
+  const float* red_l = red_m + 2 * kRows;       // [2][kRows]
+  const bool partial = p.num_splits > 1;
+  for (int idx = threadIdx.x; idx < rows * kC; idx += Tile::kThreads) {
+    const int rr = idx / kC, c = (idx % kC) * 4;
+    int tok, hg;
+    p.group.divmod(rr, tok, hg);
+    const int head = hk * p.group.d + hg;
+    const float m0 = red_m[rr], m1 = red_m[kRows + rr];
+    const float m = fmaxf(m0, m1);
+    const float m_use = m == -INFINITY ? 0.f : m;
+    const float w0 = exp2f(m0 - m_use), w1 = exp2f(m1 - m_use);
+    float l = red_l[rr] * w0 + red_l[kRows + rr] * w1;
+    float o_scale, lse;
+    if (l == 0.f) {  // no visible key (a sink alone does not count)
+      o_scale = 0.f;
+      lse = -INFINITY;
+    } else if (!partial && p.sinks != nullptr) {
+      const float s2 = __ldg(p.sinks + head * p.sinks_stride) * kLog2e;
+      const float m_fin = fmaxf(m_use, s2);
+      const float keep = exp2f(m_use - m_fin);
+      l = l * keep + exp2f(s2 - m_fin);
+      o_scale = keep / l;
+      lse = (m_fin + log2f(l)) * kLn2;
+    } else {
+      o_scale = 1.f / l;
+      lse = (m_use + log2f(l)) * kLn2;
+    }
+    const float4 a = *reinterpret_cast<const float4*>(red_o + rr * kDv + c);
+    const float4 bq = *reinterpret_cast<const float4*>(red_o + (kRows + rr) * kDv + c);
+    const float s0 = w0 * o_scale, s1 = w1 * o_scale;
+    const float4 o = make_float4(a.x * s0 + bq.x * s1, a.y * s0 + bq.y * s1,
+                                 a.z * s0 + bq.z * s1, a.w * s0 + bq.w * s1);
+    if (partial) {
+      const int64_t flat = p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok
+                                                     : int64_t{b} * p.q_rows + tok;
+      const int64_t pi = (int64_t{split} * p.part_rows + flat) * p.hq + head;
+      *reinterpret_cast<float4*>(p.part_o + pi * kDv + c) = o;
+      if (c == 0) p.part_lse[pi] = lse;
+    } else {
+      T* dst = static_cast<T*>(p.o) + b * p.o_batch_stride +
+               int64_t{q_start + tok} * p.o_row_stride + int64_t{head} * p.o_head_stride + c;
+      dst[0] = from_float<T>(o.x);
+      dst[1] = from_float<T>(o.y);
+      dst[2] = from_float<T>(o.z);
+      dst[3] = from_float<T>(o.w);
+      if (p.lse != nullptr && c == 0)
+        p.lse[b * p.lse_batch_stride + int64_t{q_start + tok} * p.lse_row_stride +
+              int64_t{head} * p.lse_head_stride] = lse;
+    }
+  }
+}
+
+template <class Tile, typename T, class Mask, class Mod>
+__global__ void __launch_bounds__(Tile::kThreads)
+    portable_decode_kernel(const __grid_constant__ FwdParams p) {
+  constexpr int kDqk = Tile::kDqk, kDv = Tile::kDv, kMT = Tile::kMT, kR = 2 * kMT;
+  constexpr int kRows = Tile::kRows, kBlockN = Tile::kBlockN, kStages = Tile::kStages;
+  constexpr int kThreads = Tile::kThreads, kDvWarp = Tile::kDvWarp;
+  constexpr int kQS = Tile::kQS, kKS = Tile::kKS, kVS = Tile::kVS;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The combine kernel (launched as a programmatic dependent) may start its CTAs now; it waits
+  // for this grid's completion before it reads anything.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + kRows * kQS;
+  T* sV = sK + kStages * kBlockN * kKS;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int kh = warp & 1, dh = warp >> 1;  // key half, Dv half
+  // grid: x = split * kv_heads + kv head (heads of one key range run side by side), y = sequence
+  const int hk = blockIdx.x % p.hkv, split = blockIdx.x / p.hkv;
+  const int b = blockIdx.y;
+  const int G = p.group.d;
+
+  const QSeq qs = q_sequence(p, b);
+  const int q_start = qs.start;
+  // Dispatch guarantees max_seqlen_q * G <= kRows; a corrupt cu_seqlens_q may claim more.
+  const int rows_total = min(qs.length * G, kRows);
+  if (rows_total <= 0) return;
+  const KvOperand::Seq kvs = p.kv.sequence(b);
+  const int sk = kvs.length, sq = qs.length;
+
+  const Mask mask(p);
+  const Mod mod(p);
+
+  // ---- the key blocks of this split
+  const int t_max = p.group.div(rows_total - 1);
+  const int64_t p_min = int64_t{sk} - sq, p_max = int64_t{t_max} + sk - sq;
+  const int64_t key_lo = max(mask.lo(p_min), int64_t{0});
+  const int64_t key_hi = min(mask.hi(p_max), int64_t{sk} - 1);
+  int n_begin = 0, n_end = 0;
+  if (key_hi >= key_lo) {
+    n_begin = static_cast<int>(key_lo / kBlockN);
+    n_end = static_cast<int>(key_hi / kBlockN) + 1;
+  }
+  {  // balanced: split s takes blocks [n * s / S, n * (s + 1) / S) of the n visible ones
+    const int64_t n = n_end - n_begin;
+    const int s_begin = n_begin + static_cast<int>(n * split / p.num_splits);
+    n_end = n_begin + static_cast<int>(n * (split + 1) / p.num_splits);
+    n_begin = s_begin;
+  }
+  const int n_tiles = n_end - n_begin;
+  const int64_t full_lo = mask.lo(p_max);
+  const int64_t full_hi = min(mask.hi(p_min), int64_t{sk} - 1);
+
+  // ---- this thread's rows: g and g + 8 of each 16-row MMA tile
+  int row_p[kR], row_lo[kR], row_hi[kR];
+  typename Mod::Row mrow[kR];
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    const int r = (i / 2) * 16 + lane / 4 + (i % 2) * 8;
+    int tok, hg;
+    p.group.divmod(r, tok, hg);
+    row_p[i] = tok + sk - sq;
+    row_lo[i] = static_cast<int>(max(mask.lo(row_p[i]), int64_t{0}));
+    row_hi[i] = static_cast<int>(min(mask.hi(row_p[i]), int64_t{sk} - 1));
+    mrow[i] = mod.row(p, r < rows_total ? hk * G + hg : hk * G);
+  }
+
+  const T* gQ = static_cast<const T*>(p.q);
+  const T* gK = static_cast<const T*>(p.kv.k);
+  const T* gV = static_cast<const T*>(p.kv.v);
+  {
+    constexpr int kChunks = kDqk / 8;
+    for (int c = tid; c < kRows * kChunks; c += kThreads) {
+      const int row = c / kChunks, col = (c % kChunks) * 8;
+      int tok, hg;
+      p.group.divmod(row, tok, hg);
+      const bool ok = row < rows_total;
+      const T* src = ok ? gQ + b * p.q_batch_stride + int64_t{q_start + tok} * p.q_row_stride +
+                              int64_t{hk * G + hg} * p.q_head_stride + col
+                        : gQ;
+      cp_async_16(smem_addr(sQ + row * kQS + col), src, ok);
+    }
+  }
+
+  // ---- K/V stage loads. Thread chunk i of a stage covers key row (tid + i * kThreads) / kKC.
+  constexpr int kKC = kDqk / 8, kVC = kDv / 8;
+  constexpr int kKPer = (kBlockN * kKC + kThreads - 1) / kThreads;
+  constexpr int kVPer = (kBlockN * kVC + kThreads - 1) / kThreads;
+  constexpr bool kSameRows = kKC == kVC;
+  // Element offsets of this thread's chunks for block n (-1: past the sequence end).
+  auto locate_block = [&](int n_block, int64_t(&k_off)[kKPer], int64_t(&v_off)[kVPer]) {
+    const int j0 = n_block * kBlockN;
+#pragma unroll
+    for (int i = 0; i < kKPer; ++i) {
+      const int c = tid + i * kThreads;
+      const int row = c / kKC, col = (c % kKC) * 8;
+      const int j = j0 + row;
+      k_off[i] = -1;
+      if constexpr (kSameRows) v_off[i] = -1;
+      if (c < kBlockN * kKC && j < sk) {
+        int64_t outer;
+        int r;
+        p.kv.locate(b, kvs.start, j, outer, r);
+        k_off[i] = p.kv.k_offset(outer, r, hk) + col;
+        if constexpr (kSameRows) v_off[i] = p.kv.v_offset(outer, r, hk) + col;
+      }
+    }
+    if constexpr (!kSameRows) {
+#pragma unroll
+      for (int i = 0; i < kVPer; ++i) {
+        const int c = tid + i * kThreads;
+        const int row = c / kVC, col = (c % kVC) * 8;
+        const int j = j0 + row;
+        v_off[i] = -1;
+        if (c < kBlockN * kVC && j < sk) {
+          int64_t outer;
+          int r;
+          p.kv.locate(b, kvs.start, j, outer, r);
+          v_off[i] = p.kv.v_offset(outer, r, hk) + col;
+        }
+      }
+    }
+  };
+  auto issue_block = [&](int stage, const int64_t(&k_off)[kKPer], const int64_t(&v_off)[kVPer]) {
+    T* dK = sK + stage * kBlockN * kKS;
+    T* dV = sV + stage * kBlockN * kVS;
+#pragma unroll
+    for (int i = 0; i < kKPer; ++i) {
+      const int c = tid + i * kThreads;
+      if (c < kBlockN * kKC) {
+        const int row = c / kKC, col = (c % kKC) * 8;
+        const bool ok = k_off[i] >= 0;
+        cp_async_16(smem_addr(dK + row * kKS + col), ok ? gK + k_off[i] : gK, ok);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kVPer; ++i) {
+      const int c = tid + i * kThreads;
+      if (c < kBlockN * kVC) {
+        const int row = c / kVC, col = (c % kVC) * 8;
+        const bool ok = v_off[i] >= 0;
+        cp_async_16(smem_addr(dV + row * kVS + col), ok ? gV + v_off[i] : gV, ok);
+      }
+    }
+  };
+
+  {
+    // All page-table reads of the prologue first, so that they overlap instead of each one
+    // delaying its stage's copies.
+    int64_t pk[kStages - 1][kKPer], pv[kStages - 1][kVPer];
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s)
+      if (s < n_tiles) locate_block(n_begin + s, pk[s], pv[s]);
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < n_tiles) issue_block(s, pk[s], pv[s]);
+      cp_async_commit();  // group 0 also carries Q
+    }
+  }
+  int64_t k_off[kKPer], v_off[kVPer];
+
+  float acc[kMT][kDvWarp / 8][4];
+  float m_run[kR], l_run[kR];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int n = 0; n < kDvWarp / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][n][e] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    m_run[i] = -INFINITY;
+    l_run[i] = 0.f;
+  }
+
+  // ldmatrix lane addressing: matrix mi = lane / 8, row-in-matrix lane % 8.
+  const int mi = lane / 8, mr = lane % 8;
+  // A (16 x 16 at rows r0, cols c0): matrices (r0, c0) (r0+8, c0) (r0, c0+8) (r0+8, c0+8).
+  const uint32_t q_lane = smem_addr(sQ + ((mi & 1) * 8 + mr) * kQS + (mi >> 1) * 8);
+  // K as B (n x k row-major): (n0, k0) (n0, k0+8) (n0+8, k0) (n0+8, k0+8).
+  const int k_lane_off = (kh * 16 + (mi >> 1) * 8 + mr) * kKS + (mi & 1) * 8;
+  // V as B via .trans (k x n row-major): (k0, n0) (k0+8, n0) (k0, n0+8) (k0+8, n0+8).
+  const int v_lane_off = (kh * 16 + (mi & 1) * 8 + mr) * kVS + dh * kDvWarp + (mi >> 1) * 8;
+
+  constexpr int kQFrags = Tile::kQInRegs ? kDqk / 16 : 1;
+  uint32_t qf[kMT][kQFrags][4];
+
+  for (int t = 0; t < n_tiles; ++t) {
+    const int t_next = t + kStages - 1;
+    // Addresses (and page-table reads) of the block loaded below, before the wait so that their
+    // latency overlaps it.
+    if (t_next < n_tiles) locate_block(n_begin + t_next, k_off, v_off);
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    // The stage refilled here was last read in iteration t - 1, which every thread has left.
+    if (t_next < n_tiles) issue_block(t_next % kStages, k_off, v_off);
+    cp_async_commit();
+    if constexpr (Tile::kQInRegs) {
+      if (t == 0) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int kk = 0; kk < kDqk / 16; ++kk)
+            ldmatrix_x4(q_lane + (mt * 16 * kQS + kk * 16) * 2, qf[mt][kk]);
+      }
+    }
+    const int stage = t % kStages;
+    const uint32_t k_base = smem_addr(sK + stage * kBlockN * kKS + k_lane_off);
+    const uint32_t v_base = smem_addr(sV + stage * kBlockN * kVS + v_lane_off);
+
+    // ---- S = Q K^T over this warp's 16 keys
+    float s[kMT][2][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kDqk / 16; ++kk) {
+      uint32_t bk[4];
+      ldmatrix_x4(k_base + kk * 32, bk);
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        uint32_t a[4];
+        if constexpr (Tile::kQInRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[e] = qf[mt][kk][e];
+        } else {
+          ldmatrix_x4(q_lane + (mt * 16 * kQS + kk * 16) * 2, a);
+        }
+        MmaOp<T>::run(s[mt][0], a, bk[0], bk[1]);
+        MmaOp<T>::run(s[mt][1], a, bk[2], bk[3]);
+      }
+    }
+
+    // ---- score mod, mask, online softmax (log2 units)
+    const int j0 = (n_begin + t) * kBlockN;
+    const bool full = full_lo <= j0 && j0 + kBlockN - 1 <= full_hi;
+    const int jl = j0 + kh * 16 + (lane % 4) * 2;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = mt * 2 + (e >> 1);
+          const int j = jl + n * 8 + (e & 1);
+          float x = mod.apply(s[mt][n][e], mrow[i], row_p[i], j);
+          if (!full && (j < row_lo[i] || j > row_hi[i])) x = -INFINITY;
+          s[mt][n][e] = x;
+        }
+#pragma unroll
+    for (int i = 0; i < kR; ++i) {
+      const int mt = i / 2, h = i % 2;
+      float mx = fmaxf(m_run[i], fmaxf(fmaxf(s[mt][0][2 * h], s[mt][0][2 * h + 1]),
+                                       fmaxf(s[mt][1][2 * h], s[mt][1][2 * h + 1])));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_use = mx == -INFINITY ? 0.f : mx;
+      const float alpha = exp2f(m_run[i] - m_use);
+      m_run[i] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        s[mt][n][2 * h] = exp2f(s[mt][n][2 * h] - m_use);
+        s[mt][n][2 * h + 1] = exp2f(s[mt][n][2 * h + 1] - m_use);
+        sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
+      }
+      l_run[i] = l_run[i] * alpha + sum;
+#pragma unroll
+      for (int n = 0; n < kDvWarp / 8; ++n) {
+        acc[mt][n][2 * h] *= alpha;
+        acc[mt][n][2 * h + 1] *= alpha;
+      }
+    }
+
+    // ---- O += P V over this warp's 16 keys and Dv half
+    uint32_t pa[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      pa[mt][0] = pack2<T>(s[mt][0][0], s[mt][0][1]);
+      pa[mt][1] = pack2<T>(s[mt][0][2], s[mt][0][3]);
+      pa[mt][2] = pack2<T>(s[mt][1][0], s[mt][1][1]);
+      pa[mt][3] = pack2<T>(s[mt][1][2], s[mt][1][3]);
+    }
+#pragma unroll
+    for (int nn = 0; nn < kDvWarp / 16; ++nn) {
+      uint32_t bv[4];
+      ldmatrix_x4_trans(v_base + nn * 32, bv);
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        MmaOp<T>::run(acc[mt][2 * nn], pa[mt], bv[0], bv[1]);
+        MmaOp<T>::run(acc[mt][2 * nn + 1], pa[mt], bv[2], bv[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // nothing may still be landing in shared memory
+  __syncthreads();     // every warp is done with the stages, which the merge reuses
+
+  // ---- merge the key halves through shared memory, then store
+  float* red = reinterpret_cast<float*>(sK);
+  float* red_o = red;                     // [2][kRows][kDv]
+  float* red_m = red + 2 * kRows * kDv;  // [2][kRows]
+  float* red_l = red_m + 2 * kRows;       // [2][kRows]
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    const int mt = i / 2, h = i % 2;
+    const int rr = mt * 16 + lane / 4 + h * 8;
+    float l = l_run[i];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (dh == 0 && lane % 4 == 0) {
+      red_m[kh * kRows + rr] = m_run[i];
+      red_l[kh * kRows + rr] = l;
+    }
+#pragma unroll
+    for (int n = 0; n < kDvWarp / 8; ++n) {
+      const int c = dh * kDvWarp + n * 8 + (lane % 4) * 2;
+      *reinterpret_cast<float2*>(red_o + (kh * kRows + rr) * kDv + c) =
+          make_float2(acc[mt][n][2 * h], acc[mt][n][2 * h + 1]);
+    }
+  }
+  __syncthreads();
+  decode_store<Tile, T>(p, red, rows_total, b, hk, q_start, split);
+}
+
+}  // namespace attnkit::gpu

@@ -1,0 +1,86 @@
+// Launch templates for the portable decode kernel and its split-KV combine. The instantiation TUs
+// (src/cuda/instantiations/portable_decode_*.cu) each expand ATTNKIT_DEFINE_PORTABLE_DECODE for
+// their variants; portable_decode_list.h lists them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "attnkit/status.h"
+#include "cuda/attention/portable/combine_kernel.cuh"
+#include "cuda/attention/portable/decode_kernel.cuh"
+#include "cuda/common/cuda_check.h"
+
+namespace attnkit::gpu {
+
+// Grid limits: x = kv_heads * num_splits (2^31 - 1), y = batch (65535).
+inline constexpr int kMaxDecodeBatch = 65535;
+
+// The attention kernel, then (num_splits > 1) the combine. On sm_90+ the combine is launched as a
+// programmatic dependent, so its launch latency overlaps the attention kernel.
+template <class Tile, typename T, class Mask, class Mod>
+Status launch_portable_decode(const FwdParams& p, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (p.batch == 0 || p.max_seqlen_q == 0) return Status::Ok();
+  if (int64_t{p.max_seqlen_q} * p.group.d > Tile::kRows)
+    return Status::Invalid("portable decode kernel: max_seqlen_q * group (" +
+                           std::to_string(int64_t{p.max_seqlen_q} * p.group.d) +
+                           ") exceeds its " + std::to_string(Tile::kRows) + " rows");
+  if (p.batch > kMaxDecodeBatch || p.num_splits < 1 || p.num_splits > kMaxCombineSplits)
+    return Status::Invalid("portable decode kernel: batch must be <= 65535 and num_splits in [1, " +
+                           std::to_string(kMaxCombineSplits) + "]");
+  auto kernel = portable_decode_kernel<Tile, T, Mask, Mod>;
+  int device = 0;
+  ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
+  // The shared-memory limit is a per-device function attribute: set once per device (decode
+  // calls are short, so host time per call matters). Not a stream operation, so it is legal
+  // while the stream is being captured.
+  static std::atomic<uint64_t> configured{0};
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit == 0 || (configured.load(std::memory_order_acquire) & bit) == 0) {
+    ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          Tile::kSmemBytes));
+    configured.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  const dim3 grid(static_cast<unsigned>(p.hkv * p.num_splits), static_cast<unsigned>(p.batch));
+  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, s>>>(p);
+  ATTNKIT_CUDA_CHECK_LAUNCH("portable_decode_kernel");
+  if (p.num_splits == 1) return Status::Ok();
+
+  int cc_major = 0;
+  ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
+  cudaLaunchConfig_t cfg = {};
+  // One CTA per (token, query head) of each sequence.
+  cfg.gridDim = dim3(static_cast<unsigned>(int64_t{p.max_seqlen_q} * p.hq),
+                     static_cast<unsigned>(p.batch));
+  cfg.blockDim = dim3(128);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = cc_major >= 9 ? 1 : 0;
+  ATTNKIT_CUDA_TRY(cudaLaunchKernelEx(&cfg, decode_combine_kernel<T, Tile::kDv>, p));
+  return Status::Ok();
+}
+
+}  // namespace attnkit::gpu
+
+// Defines portable_decode_<dqk>_<dv>_<dtype>_<mask>_<mod>_r<rows>: the decode kernel for up to
+// `rows` (16 or 32) query rows (tokens x GQA group) per KV head.
+#define ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS) \
+  portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS
+#define ATTNKIT_PORTABLE_DECODE_CTYPE_bf16 __nv_bfloat16
+#define ATTNKIT_PORTABLE_DECODE_CTYPE_fp16 __half
+#define ATTNKIT_DEFINE_PORTABLE_DECODE(DQK, DV, DT, MASK, MOD, ROWS)                            \
+  namespace attnkit::gpu {                                                                      \
+  Status ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,          \
+                                                                   void* stream) {             \
+    return launch_portable_decode<DecodeTile<DQK, DV, (ROWS) / 16>,                             \
+                                  ATTNKIT_PORTABLE_DECODE_CTYPE_##DT, MASK, MOD>(p, stream);    \
+  }                                                                                             \
+  }

@@ -1,4 +1,0 @@
-// One portable attention variant, on the split-N decode tile (see portable_fwd_list.h).
-#include "cuda/attention/portable/fwd_launch.cuh"
-
-ATTNKIT_DEFINE_PORTABLE_FWD(128, 128, bf16, WindowChunkMask, SoftcapAlibiMod, decode)

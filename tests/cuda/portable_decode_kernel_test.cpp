@@ -1,0 +1,129 @@
+// The portable decode kernel (decode_kernel.cuh) and its combine: every head dim on both row
+// counts (16 and 32 rows per KV head), the plain variant the dispatcher picks for unmasked (or
+// one-token causal) decode against the generic one, ragged Q and K, more splits than a warp has
+// lanes, and the requested split count clamped to what the combine takes.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gpu_attention_util.h"
+
+namespace attnkit::test {
+namespace {
+
+bool has(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+TEST(PortableDecodeKernel, EveryHeadDimBothRowCounts) {
+  const struct {
+    int dqk, dv;
+  } dims[] = {{64, 64}, {96, 96}, {128, 128}, {192, 128}, {192, 192}, {256, 256}};
+  uint64_t seed = 2000;
+  for (const auto& d : dims)
+    for (int sq : {1, 8})  // group 4: 4 and 32 rows
+      for (int splits : {1, 3, 0}) {
+        AttnCase c = AttnCase::uniform(2, sq, 1);
+        c.seqlens_k = {611, 0};  // the second sequence has no key: O = 0, LSE = -inf
+        c.kv = KvKind::kSeqused;
+        c.hq = 8;
+        c.hkv = 2;
+        c.dqk = d.dqk;
+        c.dv = d.dv;
+        c.dtype = seed % 2 ? DType::kFloat16 : DType::kBFloat16;
+        c.num_splits = splits;
+        c.seed = ++seed;
+        SCOPED_TRACE(c.str());
+        GpuRun r = run_on_gpu(c);
+        expect_gpu_matches(r);
+        EXPECT_TRUE(has(r.plan.kernel, sq == 1 ? "_decode16" : "_decode32")) << r.plan.kernel;
+      }
+}
+
+// No mask, and causal with one query token, take the plain variant; other masks and the score
+// mods take the generic one. Both agree with the reference.
+TEST(PortableDecodeKernel, PlainAndGenericVariants) {
+  const struct {
+    int sq;
+    Mask mask;
+    float softcap;
+    bool plain;
+  } cases[] = {
+      {1, Mask::none(), 0.f, true},
+      {1, Mask::causal(), 0.f, true},
+      {1, Mask::sliding_window(50, 0), 0.f, false},
+      {1, Mask::chunked(256, true), 0.f, false},
+      {1, Mask::none(), 20.f, false},
+      {3, Mask::causal(), 0.f, false},
+      {3, Mask::none(), 0.f, true},
+  };
+  uint64_t seed = 2100;
+  for (const auto& k : cases)
+    for (KvKind kv : {KvKind::kContiguous, KvKind::kPaged}) {
+      AttnCase c = AttnCase::uniform(3, k.sq, 700);
+      c.hq = 32;
+      c.hkv = 8;
+      c.dqk = c.dv = 128;
+      c.kv = kv;
+      c.page_size = 48;
+      c.mask = k.mask;
+      c.softcap = k.softcap;
+      c.sinks = true;
+      c.seed = ++seed;
+      SCOPED_TRACE(c.str());
+      GpuRun r = run_on_gpu(c);
+      expect_gpu_matches(r);
+      EXPECT_EQ(has(r.plan.kernel, "NoMask_NoScoreMod_decode"), k.plain) << r.plan.kernel;
+      EXPECT_TRUE(has(r.plan.kernel, "_decode")) << r.plan.kernel;
+    }
+}
+
+// Ragged Q (tokens 1, 0, 3, 2) and ragged K with very uneven lengths, with and without splits.
+// The indices are validated on the host, which gives the exact max_seqlen_q (3 tokens x group 8
+// = 24 rows), so the decode kernel serves it (device-only indices bound it by all of Q's rows).
+TEST(PortableDecodeKernel, RaggedQueriesAndKeys) {
+  uint64_t seed = 2200;
+  ExecOptions opts = portable_opts();
+  opts.validate_device_indices = true;
+  for (int splits : {1, 5, 0})
+    for (bool causal : {false, true}) {
+      AttnCase c;
+      c.seqlens_q = {1, 0, 3, 2};
+      c.seqlens_k = {900, 13, 0, 2500};
+      c.ragged_q = true;
+      c.kv = KvKind::kRagged;
+      c.hq = 16;
+      c.hkv = 2;
+      c.dqk = c.dv = 128;
+      if (causal) c.mask = Mask::causal();
+      c.num_splits = splits;
+      c.seed = ++seed;
+      SCOPED_TRACE(c.str());
+      GpuRun r = run_on_gpu(c, opts);
+      expect_gpu_matches(r);
+      EXPECT_TRUE(has(r.plan.kernel, "_decode32")) << r.plan.kernel;
+    }
+}
+
+// More splits than a warp has lanes (the combine's loops over splits), large logits, and a
+// requested count above what the combine takes (clamped to it, still correct).
+TEST(PortableDecodeKernel, ManySplits) {
+  uint64_t seed = 2300;
+  for (int splits : {33, 128, 500}) {
+    AttnCase c = AttnCase::uniform(1, 1, 6000);
+    c.hq = 32;
+    c.hkv = 8;
+    c.dqk = c.dv = 128;
+    c.kv = KvKind::kPaged;
+    c.page_size = 16;
+    c.sinks = true;
+    c.qk_scale = 4.f;
+    c.num_splits = splits;
+    c.seed = ++seed;
+    SCOPED_TRACE(c.str());
+    GpuRun r = run_on_gpu(c);
+    expect_gpu_matches(r);
+    EXPECT_EQ(r.plan.num_splits, splits > 128 ? 128 : splits);
+  }
+}
+
+}  // namespace
+}  // namespace attnkit::test
