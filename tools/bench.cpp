@@ -223,11 +223,19 @@ Result run_attention(const AttnCase& c, const Env& env, std::mt19937_64& rng) {
   std::vector<AttnTensors> sets(1);
   r.status = make_attention(c, env.dev, Fill::kFast, rng, &sets[0]);
   if (!r.status.ok()) return r;
-  const ExecOptions opts = exec_opts(env);
+  ExecOptions opts = exec_opts(env);
   AttentionPlan plan;
   r.status = plan_attention(sets[0].args(c), opts, &plan);
   if (!r.status.ok()) return r;
   r.kernel = plan.kernel + (plan.num_splits > 1 ? " x" + std::to_string(plan.num_splits) : "");
+  // As an engine runs it: the plan's workspace allocated once, not by the library on every call.
+  testkit::Buffer workspace;
+  if (plan.workspace_bytes > 0) {
+    const auto words = static_cast<int64_t>((plan.workspace_bytes + 3) / 4);
+    workspace = testkit::Buffer(DType::kFloat32, {words}, env.dev);
+    opts.workspace = workspace.data();
+    opts.workspace_bytes = workspace.bytes();
+  }
   const int n = rotation_sets(env, sets[0].input_bytes());
   for (int i = 1; i < n && r.status.ok(); ++i) {
     sets.emplace_back();
