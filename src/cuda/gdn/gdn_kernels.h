@@ -88,6 +88,15 @@ struct StateParams {
 Status launch_state_pass(const StateParams& p, const SeqArgs& seq, const int32_t* chunk_off,
                          cudaStream_t s);
 
+// Stages 4 and 5 fused (the whole forward): h and V_new stay on chip. q, k, w, u and o share the
+// 16-bit dtype; g_cum is fp32.
+struct StateOutParams {
+  Tok q, k, w, u, g_cum, o;
+  StateT init, fin;
+  int H = 0, HV = 0;
+  float scale = 0.f;
+};
+
 struct OutputParams {
   Tok q, k, v_new, g_cum, o;
   StateT h;
