@@ -303,8 +303,8 @@ Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const 
   return run_output(p.dtype, op, call);
 }
 
-// The whole forward: [l2norm] -> fused cumsum/kkt/inverse/W/U -> fused state pass + output, with
-// 16-bit W and U in scratch (fp32 gates and states); h and V_new never leave the chip.
+// The whole forward: [l2norm] -> fused cumsum/kkt/inverse/W/U/P -> fused state pass + output, with
+// 16-bit W, U and P in scratch (fp32 gates and states); h and V_new never leave the chip.
 Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const ExecOptions& opts) {
   ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_chunk_forward"));
   ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_chunk_forward"));
@@ -322,6 +322,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   const size_t gc_off = scratch.reserve(BT * p.HV * sizeof(float));
   const size_t w_off = scratch.reserve(BT * p.HV * D * e16);
   const size_t u_off = scratch.reserve(BT * p.HV * D * e16);
+  const size_t p_off = scratch.reserve(BT * p.HV * kGdnChunk * e16);
   ATTNKIT_RETURN_IF_ERROR(call.ready());
 
   const int qdt = dt_code(p.dtype);
@@ -344,6 +345,12 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   }
   const Tok gcum = contiguous(gc_off, p.HV, 0);
   const Tok w = contiguous(w_off, p.HV, qdt), u = contiguous(u_off, p.HV, qdt);
+  Tok pm;  // P = tril(Q K^T (.) Gamma), [B, T, HV, 64]
+  pm.p = scratch.at<char>(p_off);
+  pm.dt = qdt;
+  pm.sh = kGdnChunk;
+  pm.st = p.HV * kGdnChunk;
+  pm.sb = p.T * pm.st;
 
   gdn_cuda::IntraParams ip;
   ip.k = k;
@@ -353,6 +360,8 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   ip.g_cum_out = gcum;
   ip.w = w;
   ip.u = u;
+  ip.q = q;
+  ip.p_out = pm;
   ip.H = static_cast<int>(p.H);
   ip.HV = static_cast<int>(p.HV);
   ATTNKIT_RETURN_IF_ERROR(run_intra(p.dtype, ip, call));
@@ -362,6 +371,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   sp.k = k;
   sp.w = w;
   sp.u = u;
+  sp.pm = pm;
   sp.g_cum = gcum;
   sp.o = tok(a.o);
   sp.init = state(a.initial_state);

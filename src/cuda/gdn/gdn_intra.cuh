@@ -15,7 +15,9 @@
 
 namespace attnkit::gdn_cuda {
 
-constexpr int kIntraThreads = 128;
+// Eight warps: warp w owns rows 16 (w % 4) .. + 15 and one half of the columns of each product.
+constexpr int kIntraThreads = 256;
+constexpr int kIntraMinBlocks = 3;  // three CTAs per SM fit the shared memory
 constexpr int kLdT = kHead + 8;    // 16-bit tile rows, padded against bank conflicts
 constexpr int kLdA = kChunk + 1;   // fp32 A: rows r and r + 8 of one column fall in distinct banks
 constexpr int kLdI = kChunk + 4;   // fp32 T: 16-byte rows for float4 reads, rows r, r + 8 apart
@@ -36,7 +38,25 @@ struct IntraSmem {
   } u;
   float gc[kChunk];
   float bt[kChunk];
+  float cw[kChunk];  // beta exp(g): W's column scale of T
 };
+
+// thi/tlo = split(T diag(colscale)), two columns per step. A computed T is lower triangular (its
+// upper blocks hold scratch, read as zeros); a given one is used as it is.
+template <typename T>
+__device__ __forceinline__ void split_scaled(IntraSmem<T>& sm, const float* colscale, bool given) {
+  for (int i = threadIdx.x; i < kChunk * kChunk / 2; i += kIntraThreads) {
+    const int r = i / (kChunk / 2), j = 2 * (i % (kChunk / 2));
+    const float2 x = *reinterpret_cast<const float2*>(&sm.tm[r * kLdI + j]);
+    const float x0 = (given || j <= r) ? x.x * colscale[j] : 0.f;
+    const float x1 = (given || j + 1 <= r) ? x.y * colscale[j + 1] : 0.f;
+    T h0, l0, h1, l1;
+    split_hi_lo(x0, &h0, &l0);
+    split_hi_lo(x1, &h1, &l1);
+    *reinterpret_cast<uint32_t*>(&sm.u.p.thi[r * kLdP + j]) = pack2(h0, h1);
+    *reinterpret_cast<uint32_t*>(&sm.u.p.tlo[r * kLdP + j]) = pack2(l0, l1);
+  }
+}
 
 // One warp: D(16 x 16) = sum over kb < nk of X(16 x 16 k-block kb) * Y(k-block kb), all fp32.
 // X element (r, k) at x[r * ldx + k] (row-major), Y element (k, c) at y[k * ldy + c] (ldy a multiple
@@ -73,7 +93,7 @@ __device__ __forceinline__ void blk_store(float* dst, int ld, const float (&d)[2
 // upper off-diagonal blocks hold scratch). Four warps; ends with a block-wide barrier.
 __device__ __forceinline__ void invert_unit_lower(const float* am, float* tm) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  {  // Diagonal block `warp`: lanes 0..15 each solve one column by substitution.
+  if (warp < 4) {  // Diagonal block `warp`: lanes 0..15 each solve one column by substitution.
     const int b0 = warp * 16, c = lane & 15;
     float x[16];
 #pragma unroll
@@ -110,38 +130,66 @@ __device__ __forceinline__ void invert_unit_lower(const float* am, float* tm) {
 // out = Tmat(64x64, hi/lo in smem) * X (64 x 128 in smem), written to rows < len of `dst`.
 template <typename T>
 __device__ __forceinline__ void intra_product(const IntraSmem<T>& sm, const T* x, const Tok& dst,
-                                              int64_t base, int len) {
+                                              int64_t base, int len, bool lower) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  float acc[16][4];
+  const int row0 = 16 * (warp & 3), col0 = 64 * (warp >> 2);
+  float acc[8][4];
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  // A lower-triangular T has nothing right of the diagonal block (a given T is used whole).
+  const int kend = lower ? (warp & 3) + 1 : kChunk / 16;
 #pragma unroll
   for (int ks = 0; ks < kChunk / 16; ++ks) {
+    if (ks >= kend) break;
     uint32_t ahi[4], alo[4];
-    load_a_row(ahi, sm.u.p.thi, kLdP, warp * 16, ks * 16, lane);
-    load_a_row(alo, sm.u.p.tlo, kLdP, warp * 16, ks * 16, lane);
+    load_a_row_lm(ahi, sm.u.p.thi, kLdP, row0, ks * 16, lane);
+    load_a_row_lm(alo, sm.u.p.tlo, kLdP, row0, ks * 16, lane);
 #pragma unroll
-    for (int nt = 0; nt < 16; nt += 2) {
+    for (int nt = 0; nt < 8; nt += 2) {
       uint32_t b[4];
-      load_b_kn_x2(b, x, kLdT, ks * 16, nt * 8, lane);
+      load_b_kn_x2(b, x, kLdT, ks * 16, col0 + nt * 8, lane);
       mma16816<T>(acc[nt], ahi, b);
       mma16816<T>(acc[nt], alo, b);
       mma16816<T>(acc[nt + 1], ahi, b + 2);
       mma16816<T>(acc[nt + 1], alo, b + 2);
     }
   }
-  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  const int r0 = row0 + g, r1 = r0 + 8;
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
-    const int c = nt * 8 + 2 * t;
+  for (int nt = 0; nt < 8; ++nt) {
+    const int c = col0 + nt * 8 + 2 * t;
     if (r0 < len) st_pair(dst.p, dst.dt, base + r0 * dst.st + c, acc[nt][0], acc[nt][1]);
     if (r1 < len) st_pair(dst.p, dst.dt, base + r1 * dst.st + c, acc[nt][2], acc[nt][3]);
   }
 }
 
+// acc = X Y^T on this warp's tiles (rows 16 (w % 4), columns 32 (w / 4) .. + 31) of a 64 x 64
+// product of two 64 x 128 smem tiles; tiles right of the diagonal block are left at zero (every
+// caller masks them away).
 template <typename T>
-__global__ void __launch_bounds__(kIntraThreads) intra_kernel(IntraParams p, SeqLayout L) {
+__device__ __forceinline__ void qk_tiles(float (&acc)[4][4], const T* x, const T* y, int lane, int warp) {
+  const int row0 = 16 * (warp & 3), col0 = 32 * (warp >> 2);
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  if (col0 > row0 + 15) return;
+#pragma unroll
+  for (int ks = 0; ks < kHead / 16; ++ks) {
+    uint32_t a[4];
+    load_a_row_lm(a, x, kLdT, row0, ks * 16, lane);
+#pragma unroll
+    for (int nt = 0; nt < 4; nt += 2) {
+      if (col0 + nt * 8 > row0 + 15) break;
+      uint32_t b[4];
+      load_b_nk_x2(b, y, kLdT, ks * 16, col0 + nt * 8, lane);
+      mma16816<T>(acc[nt], a, b);
+      mma16816<T>(acc[nt + 1], a, b + 2);
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(IntraParams p, SeqLayout L) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   IntraSmem<T>& sm = *reinterpret_cast<IntraSmem<T>*>(smem_raw);
   const int hv = blockIdx.y;
@@ -195,6 +243,7 @@ __global__ void __launch_bounds__(kIntraThreads) intra_kernel(IntraParams p, Seq
               len, kChunk, kHead);
   cp_async_wait_all();
   __syncthreads();
+  if (tid < kChunk) sm.cw[tid] = sm.bt[tid] * __expf(sm.gc[tid]);  // read after later barriers
 
   const int g = lane >> 2, t = lane & 3;
   const bool given = p.a_inv_in.defined();
@@ -207,25 +256,13 @@ __global__ void __launch_bounds__(kIntraThreads) intra_kernel(IntraParams p, Seq
     }
     __syncthreads();
   } else {
-    float acc[8][4];
+    float acc[4][4];
+    qk_tiles(acc, sm.ks, sm.ks, lane, warp);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < kHead / 16; ++ks) {
-      uint32_t a[4];
-      load_a_row(a, sm.ks, kLdT, warp * 16, ks * 16, lane);
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        uint32_t b[2];
-        load_b_nk(b, sm.ks, kLdT, ks * 16, nt * 8, lane);
-        mma16816<T>(acc[nt], a, b);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int i = warp * 16 + g + (e >= 2 ? 8 : 0), j = nt * 8 + 2 * t + (e & 1);
+        const int i = 16 * (warp & 3) + g + (e >= 2 ? 8 : 0), j = 32 * (warp >> 2) + nt * 8 + 2 * t + (e & 1);
         sm.u.am[i * kLdA + j] = i > j ? sm.bt[i] * acc[nt][e] * __expf(sm.gc[i] - sm.gc[j]) : 0.f;
       }
     }
@@ -241,25 +278,43 @@ __global__ void __launch_bounds__(kIntraThreads) intra_kernel(IntraParams p, Seq
     }
   }
   // A computed T is lower triangular: its upper blocks hold scratch, read as zeros. A given one is
-  // used as it is.
-  if (p.w.defined()) {
-    for (int i = tid; i < kChunk * kChunk; i += kIntraThreads) {
-      const int r = i / kChunk, j = i % kChunk;
-      const float x = (given || j <= r) ? sm.tm[r * kLdI + j] : 0.f;
-      split_hi_lo(x * sm.bt[j] * __expf(sm.gc[j]), &sm.u.p.thi[r * kLdP + j], &sm.u.p.tlo[r * kLdP + j]);
-    }
+  // used as it is. U goes first so that Q (for P) can load into V's tile while W is computed.
+  const bool need_p = p.p_out.defined();
+  if (p.u.defined()) {
+    split_scaled(sm, sm.bt, given);
     __syncthreads();
-    intra_product(sm, sm.ks, p.w, c.batch * p.w.sb + c.row0 * p.w.st + hv * p.w.sh, len);
+    intra_product(sm, sm.vs, p.u, c.batch * p.u.sb + c.row0 * p.u.st + hv * p.u.sh, len, !given);
     __syncthreads();
   }
-  if (p.u.defined()) {
-    for (int i = tid; i < kChunk * kChunk; i += kIntraThreads) {
-      const int r = i / kChunk, j = i % kChunk;
-      const float x = (given || j <= r) ? sm.tm[r * kLdI + j] : 0.f;
-      split_hi_lo(x * sm.bt[j], &sm.u.p.thi[r * kLdP + j], &sm.u.p.tlo[r * kLdP + j]);
-    }
+  if (need_p) {
+    load_tile(sm.vs, kLdT, p.q.p, p.q.dt, c.batch * p.q.sb + c.row0 * p.q.st + hq * p.q.sh, p.q.st, len,
+              kChunk, kHead);
+    cp_async_commit();
+  }
+  if (p.w.defined()) {
+    split_scaled(sm, sm.cw, given);
     __syncthreads();
-    intra_product(sm, sm.vs, p.u, c.batch * p.u.sb + c.row0 * p.u.st + hv * p.u.sh, len);
+    intra_product(sm, sm.ks, p.w, c.batch * p.w.sb + c.row0 * p.w.st + hv * p.w.sh, len, !given);
+  }
+  if (need_p) {
+    cp_async_wait_all();
+    __syncthreads();
+    // P: (Q K^T)[i][j] exp(g_i - g_j) on and below the diagonal, rows < len.
+    float acc[4][4];
+    qk_tiles(acc, sm.vs, sm.ks, lane, warp);
+    const Tok& o = p.p_out;
+    const int64_t ob = c.batch * o.sb + c.row0 * o.st + hv * o.sh;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        const int i = 16 * (warp & 3) + g + h2 * 8, j = 32 * (warp >> 2) + nt * 8 + 2 * t;
+        if (i >= len) continue;
+        const float gi = sm.gc[i];
+        const float x0 = j <= i ? acc[nt][2 * h2] * __expf(gi - sm.gc[j]) : 0.f;
+        const float x1 = j + 1 <= i ? acc[nt][2 * h2 + 1] * __expf(gi - sm.gc[j + 1]) : 0.f;
+        st_pair(o.p, o.dt, ob + i * o.st + j, x0, x1);
+      }
   }
 }
 
