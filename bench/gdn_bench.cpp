@@ -73,6 +73,7 @@ constexpr int64_t H = 16, HV = 32, D = 128;
 // and decode rows are left out: a profiler run sees only the kernels of those cases.
 int main(int argc, char** argv) {
   std::vector<std::string> only(argv + 1, argv + argc);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are measured, even when piped
   if (!testkit::cuda_available()) {
     std::printf("no CUDA device\n");
     return 0;

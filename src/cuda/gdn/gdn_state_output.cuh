@@ -1,19 +1,22 @@
 // Stages 4 and 5 fused, for the whole forward: the sequential state pass also writes each chunk's
 // output, so the per-chunk states h and V_new never go through device memory (the separate stages,
 // gdn_state.cuh and gdn_output.cuh, serve the public stage ops that must write them). The intra
-// stage supplies P = tril(Q K^T (.) Gamma) per (chunk, value head), so this kernel, whose chunks
-// run one after another, does only the products that need the state.
+// stage supplies P = tril(Q K^T (.) Gamma) per (chunk, value head).
 //
-// One CTA per (sequence, value head, 32-column slice of V), 16 warps, the 128 x 32 state slice in
-// fp32 registers. Per chunk, with S the state before it:
-//   phase A  v_new = u - W S (S as hi + lo halves), O_s = Q S;
-//   phase B  S = exp(g_last) S + K^T diag(exp(g_last - g)) v_new (hi + lo),
-//            O = scale (exp(g) (.) O_s + P v_new), staged in smem and written at the next chunk.
-// Q S uses the 16-bit rounding of S and P v_new the 16-bit v_new, exactly what the separate output
-// stage reads from h and V_new.
-//
-// Two barriers per chunk: the tiles of chunk c + 1 are requested right after the barrier that
-// opens chunk c (every warp has finished chunk c - 1, whose buffer they reuse).
+// One CTA per (sequence, value head, 32-column slice of V), four warps. The state slice is held
+// transposed, S^T (32 x 128), in mma accumulator registers: warp (vr, kh) = (w % 2, w / 2) owns
+// S^T rows 16 vr .. + 15 (value columns) x columns 64 kh .. + 63 (key rows). Held that way the
+// state is already the A operand of the products that need it, and v_new, computed as an
+// accumulator, is the A operand of the state update and of P V_new, so neither goes through shared
+// memory; only the chunk's W, K, Q, P, U tiles are read from there. Per chunk:
+//   v_new^T = U^T - S^T W^T and O_s^T = S^T Q^T, each warp over its 64 keys, summed with the partner
+//     warp (same vr) through shared memory;
+//   S^T = exp(g_last) S^T + v~^T K, v~ = diag(exp(g_last - g)) v_new (both as hi + lo 16-bit halves
+//     for S and v~, so the state keeps ~fp32 accuracy);
+//   O^T = scale (O_s^T diag(exp(g)) + v_new^T P^T), rows 32 kh .. + 31 of the chunk per warp,
+//     staged in shared memory and written by 16-byte rows at the next chunk.
+// O_s uses the 16-bit rounding of S and P v_new the 16-bit v_new, as the separate output stage does
+// with h and V_new.
 #pragma once
 
 #include "cuda/gdn/gdn_device.cuh"
@@ -22,45 +25,34 @@
 
 namespace attnkit::gdn_cuda {
 
-constexpr int kSoThreads = 512;
+constexpr int kSoThreads = 128;
 
 template <typename T>
 struct StateOutSmem {
   static constexpr int kLdT = kHead + 8;
   static constexpr int kLdP = kChunk + 8;
-  T ws[2][kChunk * kLdT];
+  T ws[2][kChunk * kLdT];  // double-buffered: chunk c + 1 loads while chunk c computes
   T ks[2][kChunk * kLdT];
   T qs[2][kChunk * kLdT];
   T ps[2][kChunk * kLdP];
   T us[2][kChunk * kLdS];
   float gc[2][kChunk];
-  T shi[kHead * kLdS];
-  T slo[kHead * kLdS];
-  T vhi[kChunk * kLdS];  // exp(g_last - g) v_new, hi + lo: the state update's operand
-  T vlo[kChunk * kLdS];
-  T vn[kChunk * kLdS];   // v_new rounded to 16 bits: the output's operand
-  T os[kChunk * kLdS];   // the chunk's output slice, written out by 16-byte rows
+  float4 xch[4][12 * 32];  // per warp: 8 v_new^T tiles, then the 4 O_s^T tiles its partner keeps
+  T os[kChunk * kLdS];    // the chunk's output slice
+  float scl[kChunk];      // exp(g_last - g_i), 0 past the chunk's end
+  float eg[kChunk];       // exp(g_i)
 };
 
-// 16-byte cp.async of this thread's pieces of one chunk's tiles. The pieces a thread copies are
-// fixed for the whole sequence; only the chunk's first row moves.
+// Two fp32 values as packed hi and lo 16-bit halves (x = hi + lo to ~16 bits).
 template <typename T>
-struct ChunkLoader {
-  int wr, wc;  // W/K/Q: rows wr and wr + 32, columns wc .. wc + 7
-  int ur, uc;  // U slice (threads < 256)
-  int pr, pc;  // P
-  __device__ void init(int tid) {
-    wr = tid >> 4;
-    wc = (tid & 15) * 8;
-    ur = tid >> 2;
-    uc = (tid & 3) * 8;
-    pr = tid >> 3;
-    pc = (tid & 7) * 8;
-  }
-};
+__device__ __forceinline__ void split2(float x0, float x1, uint32_t* hi, uint32_t* lo) {
+  T h0, l0, h1, l1;
+  split_hi_lo(x0, &h0, &l0);
+  split_hi_lo(x1, &h1, &l1);
+  *hi = pack2(h0, h1);
+  *lo = pack2(l0, l1);
+}
 
-// Warp roles: S tile rows 16 (w % 8), columns 16 (w / 8); v_new and O tile rows 16 (w % 4),
-// columns 8 (w / 4).
 template <typename T>
 __global__ void __launch_bounds__(kSoThreads, 1) state_output_kernel(StateOutParams p, SeqLayout L) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -72,18 +64,17 @@ __global__ void __launch_bounds__(kSoThreads, 1) state_output_kernel(StateOutPar
   const int hq = hv / (p.HV / p.H);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int srow0 = 16 * (warp & 7), scol0 = 16 * (warp >> 3);
-  const int vrow0 = 16 * (warp & 3), vcol0 = 8 * (warp >> 2);
-  const int pstrip = warp & 3;
+  const int vr = warp & 1, kh = warp >> 1;
+  const int vw = 16 * vr, k0 = 64 * kh;
 
-  float S[2][4];
+  // ST[nt][e] = S[k0 + 8 nt + 2 t + (e & 1)][v0 + vw + g + 8 (e >> 1)]
+  float ST[8][4];
 #pragma unroll
-  for (int nt = 0; nt < 2; ++nt)
+  for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int r = srow0 + g + (e >= 2 ? 8 : 0), col = v0 + scol0 + nt * 8 + 2 * t + (e & 1);
-      S[nt][e] = p.init.defined() ? ld_any(p.init.p, 0, n * p.init.s0 + hv * p.init.sh + r * p.init.sk + col)
-                                  : 0.f;
+      const int k = k0 + 8 * nt + 2 * t + (e & 1), v = v0 + vw + g + 8 * (e >> 1);
+      ST[nt][e] = p.init.defined() ? ld_any(p.init.p, 0, n * p.init.s0 + hv * p.init.sh + k * p.init.sk + v) : 0.f;
     }
 
   int64_t s0, s1;
@@ -101,49 +92,57 @@ __global__ void __launch_bounds__(kSoThreads, 1) state_output_kernel(StateOutPar
   const T* pbase = static_cast<const T*>(p.pm.p) + batch * p.pm.sb + hv * p.pm.sh;
   const float* gbase = static_cast<const float*>(p.g_cum.p) + batch * p.g_cum.sb + hv * p.g_cum.sh;
   T* obase = static_cast<T*>(p.o.p) + batch * p.o.sb + hv * p.o.sh + v0;
-  ChunkLoader<T> ld;
-  ld.init(tid);
+  // 16-byte cp.async pieces; rows past the chunk's end are zero-filled (K must be: the state update
+  // multiplies its rows by zeros, and 0 * garbage need not be 0).
   auto issue = [&](int64_t ci, int b) {
     const int64_t row0 = s0 + ci * kChunk;
     const int len = chunk_len(ci);
+    const int c = (tid & 15) * 8;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = ld.wr + 32 * h;
+    for (int h = 0; h < 8; ++h) {
+      const int r = (tid >> 4) + 8 * h;
       const bool ok = r < len;
       const int64_t rr = ok ? row0 + r : row0;
-      cp_async16(&sm.ws[b][r * kLdT + ld.wc], wbase + rr * p.w.st + ld.wc, ok);
-      cp_async16(&sm.ks[b][r * kLdT + ld.wc], kbase + rr * p.k.st + ld.wc, ok);
-      cp_async16(&sm.qs[b][r * kLdT + ld.wc], qbase + rr * p.q.st + ld.wc, ok);
+      cp_async16(&sm.ws[b][r * kLdT + c], wbase + rr * p.w.st + c, ok);
+      cp_async16(&sm.ks[b][r * kLdT + c], kbase + rr * p.k.st + c, ok);
+      cp_async16(&sm.qs[b][r * kLdT + c], qbase + rr * p.q.st + c, ok);
     }
-    {
-      const bool ok = ld.pr < len;
-      const int64_t rr = ok ? row0 + ld.pr : row0;
-      cp_async16(&sm.ps[b][ld.pr * kLdP + ld.pc], pbase + rr * p.pm.st + ld.pc, ok);
-    }
-    if (tid < 256) {
-      const bool ok = ld.ur < len;
-      const int64_t rr = ok ? row0 + ld.ur : row0;
-      cp_async16(&sm.us[b][ld.ur * kLdS + ld.uc], ubase + rr * p.u.st + ld.uc, ok);
-    } else if (tid < 256 + kChunk) {
-      const int r = tid - 256;
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      const int r = (tid >> 3) + 16 * h, c8 = (tid & 7) * 8;
       const bool ok = r < len;
-      cp_async4(&sm.gc[b][r], gbase + (ok ? row0 + r : row0) * p.g_cum.st, ok);  // rows past len read 0
+      const int64_t rr = ok ? row0 + r : row0;
+      cp_async16(&sm.ps[b][r * kLdP + c8], pbase + rr * p.pm.st + c8, ok);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = (tid >> 2) + 32 * h, c4 = (tid & 3) * 8;
+      const bool ok = r < len;
+      const int64_t rr = ok ? row0 + r : row0;
+      cp_async16(&sm.us[b][r * kLdS + c4], ubase + rr * p.u.st + c4, ok);
+    }
+    if (tid < kChunk) {
+      const bool ok = tid < len;
+      cp_async4(&sm.gc[b][tid], gbase + (ok ? row0 + tid : row0) * p.g_cum.st, ok);  // 0 past len
     }
     cp_async_commit();
   };
-  // The output slice of the chunk before, staged in sm.os: 64 rows x 4 pieces of 16 bytes.
   const bool o_vec = (reinterpret_cast<uintptr_t>(p.o.p) & 15) == 0 && p.o.sb % 8 == 0 && p.o.st % 8 == 0 &&
                      p.o.sh % 8 == 0;
+  // The staged output slice of chunk ci: 64 rows x 4 pieces of 16 bytes.
   auto flush = [&](int64_t ci) {
-    if (tid >= 256) return;
-    const int r = tid >> 2, c = (tid & 3) * 8;
-    if (r >= chunk_len(ci)) return;
-    T* dst = obase + (s0 + ci * kChunk + r) * p.o.st + c;
-    if (o_vec) {
-      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(&sm.os[r * kLdS + c]);
-    } else {
+    const int len = chunk_len(ci);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) dst[e] = sm.os[r * kLdS + c + e];
+    for (int h = 0; h < 2; ++h) {
+      const int r = (tid >> 2) + 32 * h, c = (tid & 3) * 8;
+      if (r >= len) continue;
+      T* dst = obase + (s0 + ci * kChunk + r) * p.o.st + c;
+      if (o_vec) {
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(&sm.os[r * kLdS + c]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dst[e] = sm.os[r * kLdS + c + e];
+      }
     }
   };
 
@@ -151,107 +150,163 @@ __global__ void __launch_bounds__(kSoThreads, 1) state_output_kernel(StateOutPar
   for (int64_t ci = 0; ci < nchunks; ++ci) {
     const int b = static_cast<int>(ci & 1);
     const int len = chunk_len(ci);
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2) {
-        const int r = srow0 + g + h2 * 8, col = scol0 + nt * 8 + 2 * t;
-        T h0, l0, h1, l1;
-        split_hi_lo(S[nt][2 * h2], &h0, &l0);
-        split_hi_lo(S[nt][2 * h2 + 1], &h1, &l1);
-        *reinterpret_cast<uint32_t*>(&sm.shi[r * kLdS + col]) = pack2(h0, h1);
-        *reinterpret_cast<uint32_t*>(&sm.slo[r * kLdS + col]) = pack2(l0, l1);
-      }
     cp_async_wait<0>();
-    __syncthreads();
+    __syncthreads();  // chunk ci's tiles are in; every warp is done with chunk ci - 1
     if (ci + 1 < nchunks) issue(ci + 1, b ^ 1);
     if (ci > 0) flush(ci - 1);
     const float* gc = sm.gc[b];
     const float glast = gc[len - 1];
-
-    // Phase A: hi and lo products accumulate apart (two short dependency chains, not one long).
-    float vh[4] = {0.f, 0.f, 0.f, 0.f}, vl[4] = {0.f, 0.f, 0.f, 0.f}, os[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int ks = 0; ks < kHead / 16; ++ks) {
-      uint32_t aw[4], aq[4], bh[2], bl[2];
-      load_a_row_lm(aw, sm.ws[b], kLdT, vrow0, ks * 16, lane);
-      load_a_row_lm(aq, sm.qs[b], kLdT, vrow0, ks * 16, lane);
-      load_b_kn_x1(bh, sm.shi, kLdS, ks * 16, vcol0, lane);
-      load_b_kn_x1(bl, sm.slo, kLdS, ks * 16, vcol0, lane);
-      mma16816<T>(vh, aw, bh);
-      mma16816<T>(vl, aw, bl);
-      mma16816<T>(os, aq, bh);
+    if (tid < kChunk) {  // read after the exchange barrier below
+      sm.scl[tid] = tid < len ? __expf(glast - gc[tid]) : 0.f;
+      sm.eg[tid] = __expf(gc[tid]);
     }
+
+    // Partial v_new^T (before U) and O_s^T over this warp's 64 keys; chunk rows are the n dim.
+    float VN[8][4], OS[8][4];
 #pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      const int r = vrow0 + g + h2 * 8, col = vcol0 + 2 * t;
-      const uint32_t uu = *reinterpret_cast<const uint32_t*>(&sm.us[b][r * kLdS + col]);
-      T u0, u1;
-      *reinterpret_cast<uint16_t*>(&u0) = static_cast<uint16_t>(uu & 0xffffu);
-      *reinterpret_cast<uint16_t*>(&u1) = static_cast<uint16_t>(uu >> 16);
-      const float x0 = to_f(u0) - (vh[2 * h2] + vl[2 * h2]);
-      const float x1 = to_f(u1) - (vh[2 * h2 + 1] + vl[2 * h2 + 1]);
-      *reinterpret_cast<uint32_t*>(&sm.vn[r * kLdS + col]) = pack2(from_f<T>(x0), from_f<T>(x1));
-      const float sc = r < len ? __expf(glast - gc[r]) : 0.f;
-      T h0, l0, h1, l1;
-      split_hi_lo(x0 * sc, &h0, &l0);
-      split_hi_lo(x1 * sc, &h1, &l1);
-      *reinterpret_cast<uint32_t*>(&sm.vhi[r * kLdS + col]) = pack2(h0, h1);
-      *reinterpret_cast<uint32_t*>(&sm.vlo[r * kLdS + col]) = pack2(l0, l1);
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) VN[nt][e] = OS[nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      uint32_t ah[4], al[4];
+      split2<T>(ST[2 * ks][0], ST[2 * ks][1], &ah[0], &al[0]);
+      split2<T>(ST[2 * ks][2], ST[2 * ks][3], &ah[1], &al[1]);
+      split2<T>(ST[2 * ks + 1][0], ST[2 * ks + 1][1], &ah[2], &al[2]);
+      split2<T>(ST[2 * ks + 1][2], ST[2 * ks + 1][3], &ah[3], &al[3]);
+#pragma unroll
+      for (int j2 = 0; j2 < 4; ++j2) {
+        uint32_t bw[4], bq[4];
+        load_b_nk_x2(bw, sm.ws[b], kLdT, k0 + 16 * ks, 16 * j2, lane);
+        load_b_nk_x2(bq, sm.qs[b], kLdT, k0 + 16 * ks, 16 * j2, lane);
+        mma16816<T>(VN[2 * j2], ah, bw);
+        mma16816<T>(VN[2 * j2 + 1], ah, bw + 2);
+        mma16816<T>(OS[2 * j2], ah, bq);
+        mma16816<T>(OS[2 * j2 + 1], ah, bq + 2);
+        mma16816<T>(VN[2 * j2], al, bw);
+        mma16816<T>(VN[2 * j2 + 1], al, bw + 2);
+      }
+    }
+    // Sum with the partner warp (same value rows, other 64 keys): a + b in either warp, so both
+    // hold bit-identical v_new. O_s^T: each keeps only the chunk rows it outputs (32 kh .. + 31).
+    // (Selects, not OS[4 * kh + q]: a run-time index would put OS in local memory.)
+    float OK[4][4];
+    {
+      float4* mine = sm.xch[warp];
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) mine[nt * 32 + lane] = make_float4(VN[nt][0], VN[nt][1], VN[nt][2], VN[nt][3]);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        float sd[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          OK[q][e] = kh ? OS[4 + q][e] : OS[q][e];
+          sd[e] = kh ? OS[q][e] : OS[4 + q][e];  // the partner's rows
+        }
+        mine[(8 + q) * 32 + lane] = make_float4(sd[0], sd[1], sd[2], sd[3]);
+      }
     }
     __syncthreads();
-
-    // Phase B: the state update first (the next chunk waits on it), then this chunk's output.
-    const float decay = __expf(glast);
-    float Sl[2][4] = {};
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) S[nt][e] *= decay;
-#pragma unroll
-    for (int ks = 0; ks < kChunk / 16; ++ks) {
-      uint32_t a[4], bh[4], bl[4];
-      load_a_trans_lm(a, sm.ks[b], kLdT, srow0, ks * 16, lane);
-      load_b_kn_x2(bh, sm.vhi, kLdS, ks * 16, scol0, lane);
-      load_b_kn_x2(bl, sm.vlo, kLdS, ks * 16, scol0, lane);
-      mma16816<T>(S[0], a, bh);
-      mma16816<T>(Sl[0], a, bl);
-      mma16816<T>(S[1], a, bh + 2);
-      mma16816<T>(Sl[1], a, bl + 2);
-    }
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) S[nt][e] += Sl[nt][e];
     {
-      const int r0 = vrow0 + g, r1 = r0 + 8;
-      const float e0 = __expf(gc[r0]), e1 = __expf(gc[r1]);
-      float o[4] = {os[0] * e0, os[1] * e0, os[2] * e1, os[3] * e1};
+      const float4* other = sm.xch[warp ^ 2];
 #pragma unroll
-      for (int kb = 0; kb < kChunk / 16; ++kb) {
-        if (kb > pstrip) break;  // P is zero right of the diagonal block
-        uint32_t a[4], bv[2];
-        load_a_row_lm(a, sm.ps[b], kLdP, vrow0, kb * 16, lane);
-        load_b_kn_x1(bv, sm.vn, kLdS, kb * 16, vcol0, lane);
-        mma16816<T>(o, a, bv);
+      for (int nt = 0; nt < 8; ++nt) {
+        const float4 o = other[nt * 32 + lane];
+        VN[nt][0] += o.x;
+        VN[nt][1] += o.y;
+        VN[nt][2] += o.z;
+        VN[nt][3] += o.w;
       }
-      const int col = vcol0 + 2 * t;
-      *reinterpret_cast<uint32_t*>(&sm.os[r0 * kLdS + col]) =
-          pack2(from_f<T>(p.scale * o[0]), from_f<T>(p.scale * o[1]));
-      *reinterpret_cast<uint32_t*>(&sm.os[r1 * kLdS + col]) =
-          pack2(from_f<T>(p.scale * o[2]), from_f<T>(p.scale * o[3]));
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 o = other[(8 + q) * 32 + lane];
+        OK[q][0] += o.x;
+        OK[q][1] += o.y;
+        OK[q][2] += o.z;
+        OK[q][3] += o.w;
+      }
     }
+    // v_new = u - (W S) on rows < len, 0 past them. VN[nt][e]: value row vw + g + 8 (e >> 1),
+    // chunk row 8 nt + 2 t + (e & 1).
+    const T* ub = sm.us[b];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = 8 * nt + 2 * t + (e & 1), v = vw + g + 8 * (e >> 1);
+        VN[nt][e] = row < len ? to_f(ub[row * kLdS + v]) - VN[nt][e] : 0.f;
+      }
+
+    // State update: S^T = exp(g_last) S^T + v~^T K over the chunk rows (k dim), this warp's keys (n).
+    const float decay = __expf(glast);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ST[nt][e] *= decay;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const int ra = 16 * ks + 2 * t, rb = ra + 8;
+      const float sa0 = sm.scl[ra], sa1 = sm.scl[ra + 1], sb0 = sm.scl[rb], sb1 = sm.scl[rb + 1];
+      uint32_t ah[4], al[4];
+      split2<T>(VN[2 * ks][0] * sa0, VN[2 * ks][1] * sa1, &ah[0], &al[0]);
+      split2<T>(VN[2 * ks][2] * sa0, VN[2 * ks][3] * sa1, &ah[1], &al[1]);
+      split2<T>(VN[2 * ks + 1][0] * sb0, VN[2 * ks + 1][1] * sb1, &ah[2], &al[2]);
+      split2<T>(VN[2 * ks + 1][2] * sb0, VN[2 * ks + 1][3] * sb1, &ah[3], &al[3]);
+#pragma unroll
+      for (int j2 = 0; j2 < 4; ++j2) {
+        uint32_t bk[4];
+        load_b_kn_x2(bk, sm.ks[b], kLdT, 16 * ks, k0 + 16 * j2, lane);
+        mma16816<T>(ST[2 * j2], ah, bk);
+        mma16816<T>(ST[2 * j2 + 1], ah, bk + 2);
+        mma16816<T>(ST[2 * j2], al, bk);
+        mma16816<T>(ST[2 * j2 + 1], al, bk + 2);
+      }
+    }
+
+    // Output rows 32 kh .. + 31: O^T = O_s^T diag(exp(g)) + v_new^T P^T (P zero right of the diagonal).
+    float O[4][4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int row = 8 * (4 * kh + q) + 2 * t;
+      const float e0 = sm.eg[row], e1 = sm.eg[row + 1];
+      O[q][0] = OK[q][0] * e0;
+      O[q][1] = OK[q][1] * e1;
+      O[q][2] = OK[q][2] * e0;
+      O[q][3] = OK[q][3] * e1;
+    }
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if (ks >= 2 * (kh + 1)) break;
+      uint32_t a[4];
+      a[0] = pack2(from_f<T>(VN[2 * ks][0]), from_f<T>(VN[2 * ks][1]));
+      a[1] = pack2(from_f<T>(VN[2 * ks][2]), from_f<T>(VN[2 * ks][3]));
+      a[2] = pack2(from_f<T>(VN[2 * ks + 1][0]), from_f<T>(VN[2 * ks + 1][1]));
+      a[3] = pack2(from_f<T>(VN[2 * ks + 1][2]), from_f<T>(VN[2 * ks + 1][3]));
+#pragma unroll
+      for (int q2 = 0; q2 < 2; ++q2) {
+        uint32_t bp[4];
+        load_b_nk_x2(bp, sm.ps[b], kLdP, 16 * ks, 32 * kh + 16 * q2, lane);
+        mma16816<T>(O[2 * q2], a, bp);
+        mma16816<T>(O[2 * q2 + 1], a, bp + 2);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = 8 * (4 * kh + q) + 2 * t + (e & 1), v = vw + g + 8 * (e >> 1);
+        sm.os[row * kLdS + v] = from_f<T>(p.scale * O[q][e]);
+      }
   }
   __syncthreads();
   if (nchunks > 0) flush(nchunks - 1);
   if (p.fin.defined()) {
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2) {
-        const int r = srow0 + g + h2 * 8, col = v0 + scol0 + nt * 8 + 2 * t;
-        st_pair(p.fin.p, 0, n * p.fin.s0 + hv * p.fin.sh + r * p.fin.sk + col, S[nt][2 * h2],
-                S[nt][2 * h2 + 1]);
+      for (int e = 0; e < 4; ++e) {
+        const int k = k0 + 8 * nt + 2 * t + (e & 1), v = v0 + vw + g + 8 * (e >> 1);
+        static_cast<float*>(p.fin.p)[n * p.fin.s0 + hv * p.fin.sh + k * p.fin.sk + v] = ST[nt][e];
       }
   }
 }
@@ -260,8 +315,8 @@ template <typename T>
 Status launch_state_output_t(const StateOutParams& p, const SeqLayout& L, cudaStream_t s) {
   constexpr int dt = DtCode<T>::value;
   if (p.q.dt != dt || p.k.dt != dt || p.w.dt != dt || p.u.dt != dt || p.pm.dt != dt || p.o.dt != dt ||
-      p.g_cum.dt != 0)
-    return Status::Internal("gdn fused state/output: q, k, w, u, P and o must share the 16-bit dtype, g_cum fp32");
+      p.g_cum.dt != 0 || (p.init.defined() && p.init.dt != 0) || (p.fin.defined() && p.fin.dt != 0))
+    return Status::Internal("gdn fused state/output: q, k, w, u, P and o must share the 16-bit dtype; g_cum and states fp32");
   // The tiles move by 16-byte pieces (the adapters check q and k; w, u and P are the forward's own
   // contiguous scratch). o may have any layout: it is written by elements when it is not aligned.
   const auto al16 = [](const Tok& x) {
