@@ -2,6 +2,9 @@
 // chunk-output stage against the bytes it must move, the whole chunked forward, and a
 // device-to-device copy as the bandwidth ceiling. Shapes follow the fla anchors (Qwen3-Next's
 // linear-attention layers: H = 16, HV = 32, K = V = 128, bf16). Median of many event-timed runs.
+// The per-stage columns time the public stage ops (gdn_kkt_inverse, gdn_state_pass writing h and
+// V_new, gdn_chunk_output reading them); the forward itself runs the fused intra kernel and the
+// fused state/output kernel, which a profiler times (e.g. ncu -k regex:'intra|state_output').
 #include <cuda_runtime.h>
 
 #include <algorithm>

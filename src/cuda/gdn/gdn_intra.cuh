@@ -1,7 +1,9 @@
 // Stages 1-3 of the chunked forward fused per (chunk, value head): gate cumsum, A = strict_lower(
 // diag(beta)(K K^T (.) Gamma)), T = (I + A)^-1 in fp32, then W = T diag(beta exp(g)) K and
 // U = T diag(beta) V. K K^T and the W/U products run on tensor cores; the W/U products split the
-// fp32 T into hi + lo 16-bit halves so T keeps ~fp32 accuracy.
+// fp32 T into hi + lo 16-bit halves so T keeps ~fp32 accuracy. For the whole forward it also
+// writes P = tril(Q K^T (.) Gamma), the chunk output's intra-chunk term, so the sequential fused
+// state/output kernel (gdn_state_output.cuh) only does the products that need the state.
 //
 // The inverse is blocked (16 x 16 blocks, all fp32 FMAs): warp b inverts the diagonal block
 // (I + A_bb) by substitution, then warp j walks block column j downwards,
