@@ -2,6 +2,9 @@
 // chunk-output stage against the bytes it must move, the whole chunked forward, and a
 // device-to-device copy as the bandwidth ceiling. Shapes follow the fla anchors (Qwen3-Next's
 // linear-attention layers: H = 16, HV = 32, K = V = 128, bf16). Median of many event-timed runs.
+// The per-stage columns time the public stage ops (gdn_kkt_inverse, gdn_state_pass writing h and
+// V_new, gdn_chunk_output reading them); the forward itself runs the fused intra kernel and the
+// fused state/output kernel, which a profiler times (e.g. ncu -k regex:'intra|state_output').
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,6 +12,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "attnkit/gdn.h"
@@ -68,7 +72,11 @@ constexpr int64_t H = 16, HV = 32, D = 128;
 
 }  // namespace
 
-int main() {
+// Arguments, if any, name the forward cases to run (e.g. `gdn_bench B1_T16k`), and then the copy
+// and decode rows are left out: a profiler run sees only the kernels of those cases.
+int main(int argc, char** argv) {
+  std::vector<std::string> only(argv + 1, argv + argc);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are measured, even when piped
   if (!testkit::cuda_available()) {
     std::printf("no CUDA device\n");
     return 0;
@@ -83,7 +91,7 @@ int main() {
     uint64_t keep = ~uint64_t(0);
     CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   }
-  {
+  if (only.empty()) {
     const size_t bytes = size_t(1) << 30;
     void *x, *y;
     CK(cudaMalloc(&x, bytes));
@@ -95,6 +103,7 @@ int main() {
     CK(cudaFree(y));
   }
   for (int64_t B : {1, 32, 256}) {
+    if (!only.empty()) break;
     // q/k already unit-norm as in the fla anchor; several pools so repeated runs do not hit L2.
     Buffer q = dev_normal(DType::kBFloat16, {B, H, D}, rng, 0.09f);
     Buffer k = dev_normal(DType::kBFloat16, {B, H, D}, rng, 0.09f);
@@ -131,6 +140,7 @@ int main() {
   struct Case { const char* name; int64_t T; std::vector<int32_t> lens; };
   for (const Case& c : {Case{"B1_T4k", 4096, {}}, Case{"B1_T16k", 16384, {}}, Case{"B1_T64k", 65536, {}},
                         Case{"varlen8_32k", 32768, {1000, 7000, 3000, 5000, 2768, 8000, 4000, 2000}}}) {
+    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
     const int64_t T = c.T;
     Buffer q = dev_normal(DType::kBFloat16, {1, T, H, D}, rng, 0.09f);
     Buffer k = dev_normal(DType::kBFloat16, {1, T, H, D}, rng, 0.09f);

@@ -10,6 +10,7 @@ struct SeqLayout;
 #define ATTNKIT_GDN_DECLARE(SUFFIX)                                                                \
   Status launch_intra_##SUFFIX(const IntraParams&, const SeqLayout&, int64_t, cudaStream_t);        \
   Status launch_state_##SUFFIX(const StateParams&, const SeqLayout&, cudaStream_t);                 \
+  Status launch_state_output_##SUFFIX(const StateOutParams&, const SeqLayout&, cudaStream_t);        \
   Status launch_output_##SUFFIX(const OutputParams&, const SeqLayout&, int64_t, cudaStream_t);
 ATTNKIT_GDN_DECLARE(bf16)
 ATTNKIT_GDN_DECLARE(fp16)

@@ -128,6 +128,35 @@ __device__ __forceinline__ void load_b_kn_x1(uint32_t* b, const T* p, int ld, in
                : "r"(s));
 #endif
 }
+// A[m][kk] stored row-major p[m * ld + kk] (as load_a_row), one ldmatrix.x4.
+template <typename T>
+__device__ __forceinline__ void load_a_row_lm(uint32_t* a, const T* p, int ld, int m0, int k0, int lane) {
+#ifdef ATTNKIT_GDN_NO_LDMATRIX
+  load_a_row(a, p, ld, m0, k0, lane);
+#else
+  const int q = lane >> 3, r = lane & 7;
+  const T* ad = p + (m0 + (q & 1) * 8 + r) * ld + k0 + (q >> 1) * 8;
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(ad));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(s));
+#endif
+}
+// Two adjacent n-tiles (n0, n0 + 8) of B[k][n] stored as p[n * ld + k] (as load_b_nk): b[0..1], b[2..3].
+template <typename T>
+__device__ __forceinline__ void load_b_nk_x2(uint32_t* b, const T* p, int ld, int k0, int n0, int lane) {
+#ifdef ATTNKIT_GDN_NO_LDMATRIX
+  load_b_nk(b, p, ld, k0, n0, lane);
+  load_b_nk(b + 2, p, ld, k0, n0 + 8, lane);
+#else
+  const int q = lane >> 3, r = lane & 7;
+  const T* ad = p + (n0 + (q >> 1) * 8 + r) * ld + k0 + (q & 1) * 8;
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(ad));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+               : "r"(s));
+#endif
+}
 // A[m][kk] stored transposed p[kk * ld + m].
 template <typename T>
 __device__ __forceinline__ void load_a_trans_lm(uint32_t* a, const T* p, int ld, int m0, int k0, int lane) {

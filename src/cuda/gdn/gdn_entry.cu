@@ -192,6 +192,14 @@ Status run_state(DType dt, const gdn_cuda::StateParams& p, const StageCall& c) {
   return dt == DType::kBFloat16 ? gdn_cuda::launch_state_bf16(p, layout(seq, off), s)
                                 : gdn_cuda::launch_state_fp16(p, layout(seq, off), s);
 }
+Status run_state_output(DType dt, const gdn_cuda::StateOutParams& p, const StageCall& c) {
+  const gdn_cuda::SeqArgs& seq = c.seq();
+  const int32_t* off = c.offsets();
+  const cudaStream_t s = c.stream();
+  if (seq.N == 0 || p.HV == 0) return Status::Ok();
+  return dt == DType::kBFloat16 ? gdn_cuda::launch_state_output_bf16(p, layout(seq, off), s)
+                                : gdn_cuda::launch_state_output_fp16(p, layout(seq, off), s);
+}
 Status run_output(DType dt, const gdn_cuda::OutputParams& p, const StageCall& c) {
   const gdn_cuda::SeqArgs& seq = c.seq();
   const int32_t* off = c.offsets();
@@ -295,8 +303,8 @@ Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const 
   return run_output(p.dtype, op, call);
 }
 
-// The whole forward: [l2norm] -> fused cumsum/kkt/inverse/W/U -> state pass -> output, with 16-bit
-// W, U, V_new and h in scratch (fp32 gates and states).
+// The whole forward: [l2norm] -> fused cumsum/kkt/inverse/W/U/P -> fused state pass + output, with
+// 16-bit W, U and P in scratch (fp32 gates and states); h and V_new never leave the chip.
 Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const ExecOptions& opts) {
   ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_chunk_forward"));
   ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_chunk_forward"));
@@ -314,8 +322,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   const size_t gc_off = scratch.reserve(BT * p.HV * sizeof(float));
   const size_t w_off = scratch.reserve(BT * p.HV * D * e16);
   const size_t u_off = scratch.reserve(BT * p.HV * D * e16);
-  const size_t vn_off = scratch.reserve(BT * p.HV * D * e16);
-  const size_t h_off = scratch.reserve(call.seq().max_chunks * p.HV * D * D * e16);
+  const size_t p_off = scratch.reserve(BT * p.HV * kGdnChunk * e16);
   ATTNKIT_RETURN_IF_ERROR(call.ready());
 
   const int qdt = dt_code(p.dtype);
@@ -338,14 +345,12 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   }
   const Tok gcum = contiguous(gc_off, p.HV, 0);
   const Tok w = contiguous(w_off, p.HV, qdt), u = contiguous(u_off, p.HV, qdt);
-  const Tok vn = contiguous(vn_off, p.HV, qdt);
-  StateT h;
-  h.p = scratch.at<char>(h_off);
-  h.dt = qdt;
-  h.sk = D;
-  h.sh = D * D;
-  h.s0 = p.HV * D * D;
-  h.rows = call.seq().max_chunks;
+  Tok pm;  // P = tril(Q K^T (.) Gamma), [B, T, HV, 64]
+  pm.p = scratch.at<char>(p_off);
+  pm.dt = qdt;
+  pm.sh = kGdnChunk;
+  pm.st = p.HV * kGdnChunk;
+  pm.sb = p.T * pm.st;
 
   gdn_cuda::IntraParams ip;
   ip.k = k;
@@ -355,34 +360,26 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   ip.g_cum_out = gcum;
   ip.w = w;
   ip.u = u;
+  ip.q = q;
+  ip.p_out = pm;
   ip.H = static_cast<int>(p.H);
   ip.HV = static_cast<int>(p.HV);
   ATTNKIT_RETURN_IF_ERROR(run_intra(p.dtype, ip, call));
 
-  gdn_cuda::StateParams sp;
+  gdn_cuda::StateOutParams sp;
+  sp.q = q;
   sp.k = k;
   sp.w = w;
   sp.u = u;
+  sp.pm = pm;
   sp.g_cum = gcum;
-  sp.v_new = vn;
-  sp.h = h;
+  sp.o = tok(a.o);
   sp.init = state(a.initial_state);
   sp.fin = state(a.final_state);
   sp.H = ip.H;
   sp.HV = ip.HV;
-  ATTNKIT_RETURN_IF_ERROR(run_state(p.dtype, sp, call));
-
-  gdn_cuda::OutputParams op;
-  op.q = q;
-  op.k = k;
-  op.v_new = vn;
-  op.g_cum = gcum;
-  op.h = h;
-  op.o = tok(a.o);
-  op.H = ip.H;
-  op.HV = ip.HV;
-  op.scale = p.scale;
-  return run_output(p.dtype, op, call);
+  sp.scale = p.scale;
+  return run_state_output(p.dtype, sp, call);
 }
 
 Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, const ExecOptions& opts) {

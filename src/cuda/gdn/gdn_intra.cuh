@@ -1,7 +1,15 @@
 // Stages 1-3 of the chunked forward fused per (chunk, value head): gate cumsum, A = strict_lower(
 // diag(beta)(K K^T (.) Gamma)), T = (I + A)^-1 in fp32, then W = T diag(beta exp(g)) K and
 // U = T diag(beta) V. K K^T and the W/U products run on tensor cores; the W/U products split the
-// fp32 T into hi + lo 16-bit halves so T keeps ~fp32 accuracy.
+// fp32 T into hi + lo 16-bit halves so T keeps ~fp32 accuracy. For the whole forward it also
+// writes P = tril(Q K^T (.) Gamma), the chunk output's intra-chunk term, so the sequential fused
+// state/output kernel (gdn_state_output.cuh) only does the products that need the state.
+//
+// The inverse is blocked (16 x 16 blocks, all fp32 FMAs): warp b inverts the diagonal block
+// (I + A_bb) by substitution, then warp j walks block column j downwards,
+//   T_ij = -T_ii (sum_{k=j}^{i-1} A_ik T_kj),
+// which needs only the diagonal inverses and the column's own earlier blocks, so the columns run
+// in parallel with no block-wide barrier between them.
 #pragma once
 
 #include "cuda/gdn/gdn_device.cuh"
@@ -9,57 +17,181 @@
 
 namespace attnkit::gdn_cuda {
 
-constexpr int kIntraThreads = 128;
+// Eight warps: warp w owns rows 16 (w % 4) .. + 15 and one half of the columns of each product.
+constexpr int kIntraThreads = 256;
+constexpr int kIntraMinBlocks = 3;  // three CTAs per SM fit the shared memory
 constexpr int kLdT = kHead + 8;    // 16-bit tile rows, padded against bank conflicts
-constexpr int kLdA = kChunk + 1;   // fp32 64 x 64
+constexpr int kLdA = kChunk + 1;   // fp32 A: rows r and r + 8 of one column fall in distinct banks
+constexpr int kLdI = kChunk + 4;   // fp32 T: 16-byte rows for float4 reads, rows r, r + 8 apart
 constexpr int kLdP = kChunk + 8;   // 16-bit 64 x 64
 
 template <typename T>
 struct IntraSmem {
   T ks[kChunk * kLdT];
   T vs[kChunk * kLdT];
-  float am[kChunk * kLdA];
-  T thi[kChunk * kLdP];
-  T tlo[kChunk * kLdP];
+  float tm[kChunk * kLdI];  // T = (I + A)^-1; the upper off-diagonal blocks serve as scratch
+  // A is dead once T is built: the hi/lo halves of the scaled T reuse its bytes.
+  union {
+    float am[kChunk * kLdA];
+    struct {
+      T thi[kChunk * kLdP];
+      T tlo[kChunk * kLdP];
+    } p;
+  } u;
   float gc[kChunk];
   float bt[kChunk];
+  float cw[kChunk];  // beta exp(g): W's column scale of T
 };
+
+// thi/tlo = split(T diag(colscale)), two columns per step. A computed T is lower triangular (its
+// upper blocks hold scratch, read as zeros); a given one is used as it is.
+template <typename T>
+__device__ __forceinline__ void split_scaled(IntraSmem<T>& sm, const float* colscale, bool given) {
+  for (int i = threadIdx.x; i < kChunk * kChunk / 2; i += kIntraThreads) {
+    const int r = i / (kChunk / 2), j = 2 * (i % (kChunk / 2));
+    const float2 x = *reinterpret_cast<const float2*>(&sm.tm[r * kLdI + j]);
+    const float x0 = (given || j <= r) ? x.x * colscale[j] : 0.f;
+    const float x1 = (given || j + 1 <= r) ? x.y * colscale[j + 1] : 0.f;
+    T h0, l0, h1, l1;
+    split_hi_lo(x0, &h0, &l0);
+    split_hi_lo(x1, &h1, &l1);
+    *reinterpret_cast<uint32_t*>(&sm.u.p.thi[r * kLdP + j]) = pack2(h0, h1);
+    *reinterpret_cast<uint32_t*>(&sm.u.p.tlo[r * kLdP + j]) = pack2(l0, l1);
+  }
+}
+
+// One warp: D(16 x 16) = sum over kb < nk of X(16 x 16 k-block kb) * Y(k-block kb), all fp32.
+// X element (r, k) at x[r * ldx + k] (row-major), Y element (k, c) at y[k * ldy + c] (ldy a multiple
+// of 4, y 16-byte aligned). Lane owns rows lr, lr + 8 and columns 4 lc .. 4 lc + 3.
+__device__ __forceinline__ void blk_mac(float (&d)[2][4], const float* x, int ldx, const float* y, int ldy,
+                                        int nk, int lane) {
+  const int lr = lane >> 2, lc = lane & 3;
+  for (int kb = 0; kb < nk; ++kb) {
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const int kk = kb * 16 + k;
+      const float x0 = x[lr * ldx + kk], x1 = x[(lr + 8) * ldx + kk];
+      const float4 yv = *reinterpret_cast<const float4*>(y + kk * ldy + 4 * lc);
+      d[0][0] = fmaf(x0, yv.x, d[0][0]);
+      d[0][1] = fmaf(x0, yv.y, d[0][1]);
+      d[0][2] = fmaf(x0, yv.z, d[0][2]);
+      d[0][3] = fmaf(x0, yv.w, d[0][3]);
+      d[1][0] = fmaf(x1, yv.x, d[1][0]);
+      d[1][1] = fmaf(x1, yv.y, d[1][1]);
+      d[1][2] = fmaf(x1, yv.z, d[1][2]);
+      d[1][3] = fmaf(x1, yv.w, d[1][3]);
+    }
+  }
+}
+
+__device__ __forceinline__ void blk_store(float* dst, int ld, const float (&d)[2][4], float sc, int lane) {
+  const int lr = lane >> 2, lc = lane & 3;
+  *reinterpret_cast<float4*>(dst + lr * ld + 4 * lc) = make_float4(sc * d[0][0], sc * d[0][1], sc * d[0][2], sc * d[0][3]);
+  *reinterpret_cast<float4*>(dst + (lr + 8) * ld + 4 * lc) =
+      make_float4(sc * d[1][0], sc * d[1][1], sc * d[1][2], sc * d[1][3]);
+}
+
+// T = (I + A)^-1 for the strictly lower 64 x 64 A in `am`, into `tm` (lower triangle and diagonal;
+// upper off-diagonal blocks hold scratch). Four warps; ends with a block-wide barrier.
+__device__ __forceinline__ void invert_unit_lower(const float* am, float* tm) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (warp < 4) {  // Diagonal block `warp`: lanes 0..15 each solve one column by substitution.
+    const int b0 = warp * 16, c = lane & 15;
+    float x[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float s = (i == c) ? 1.f : 0.f;
+#pragma unroll
+      for (int j = 0; j < i; ++j) s = fmaf(-am[(b0 + i) * kLdA + b0 + j], x[j], s);
+      x[i] = s;
+    }
+    if (lane < 16) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) tm[(b0 + i) * kLdI + b0 + c] = x[i];
+    }
+  }
+  __syncthreads();
+  if (warp < 3) {  // Block column j = warp, downwards.
+    const int j = warp, cj = 16 * j;
+    for (int i = j + 1; i < 4; ++i) {
+      float d[2][4] = {};
+      // M = sum_{k=j}^{i-1} A_ik T_kj: A's row block i from column 16 j, T's rows from 16 j.
+      blk_mac(d, am + 16 * i * kLdA + cj, kLdA, tm + cj * kLdI + cj, kLdI, i - j, lane);
+      float* scratch = tm + cj * kLdI + 16 * i;  // upper block (j, i)
+      blk_store(scratch, kLdI, d, 1.f, lane);
+      __syncwarp();
+      float e[2][4] = {};
+      blk_mac(e, tm + 16 * i * kLdI + 16 * i, kLdI, scratch, kLdI, 1, lane);
+      blk_store(tm + 16 * i * kLdI + cj, kLdI, e, -1.f, lane);
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+}
 
 // out = Tmat(64x64, hi/lo in smem) * X (64 x 128 in smem), written to rows < len of `dst`.
 template <typename T>
 __device__ __forceinline__ void intra_product(const IntraSmem<T>& sm, const T* x, const Tok& dst,
-                                              int64_t base, int len) {
+                                              int64_t base, int len, bool lower) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  float acc[16][4];
+  const int row0 = 16 * (warp & 3), col0 = 64 * (warp >> 2);
+  float acc[8][4];
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  // A lower-triangular T has nothing right of the diagonal block (a given T is used whole).
+  const int kend = lower ? (warp & 3) + 1 : kChunk / 16;
 #pragma unroll
   for (int ks = 0; ks < kChunk / 16; ++ks) {
+    if (ks >= kend) break;
     uint32_t ahi[4], alo[4];
-    load_a_row(ahi, sm.thi, kLdP, warp * 16, ks * 16, lane);
-    load_a_row(alo, sm.tlo, kLdP, warp * 16, ks * 16, lane);
+    load_a_row_lm(ahi, sm.u.p.thi, kLdP, row0, ks * 16, lane);
+    load_a_row_lm(alo, sm.u.p.tlo, kLdP, row0, ks * 16, lane);
 #pragma unroll
-    for (int nt = 0; nt < 16; nt += 2) {
+    for (int nt = 0; nt < 8; nt += 2) {
       uint32_t b[4];
-      load_b_kn_x2(b, x, kLdT, ks * 16, nt * 8, lane);
+      load_b_kn_x2(b, x, kLdT, ks * 16, col0 + nt * 8, lane);
       mma16816<T>(acc[nt], ahi, b);
       mma16816<T>(acc[nt], alo, b);
       mma16816<T>(acc[nt + 1], ahi, b + 2);
       mma16816<T>(acc[nt + 1], alo, b + 2);
     }
   }
-  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  const int r0 = row0 + g, r1 = r0 + 8;
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
-    const int c = nt * 8 + 2 * t;
+  for (int nt = 0; nt < 8; ++nt) {
+    const int c = col0 + nt * 8 + 2 * t;
     if (r0 < len) st_pair(dst.p, dst.dt, base + r0 * dst.st + c, acc[nt][0], acc[nt][1]);
     if (r1 < len) st_pair(dst.p, dst.dt, base + r1 * dst.st + c, acc[nt][2], acc[nt][3]);
   }
 }
 
+// acc = X Y^T on this warp's tiles (rows 16 (w % 4), columns 32 (w / 4) .. + 31) of a 64 x 64
+// product of two 64 x 128 smem tiles; tiles right of the diagonal block are left at zero (every
+// caller masks them away).
 template <typename T>
-__global__ void __launch_bounds__(kIntraThreads) intra_kernel(IntraParams p, SeqLayout L) {
+__device__ __forceinline__ void qk_tiles(float (&acc)[4][4], const T* x, const T* y, int lane, int warp) {
+  const int row0 = 16 * (warp & 3), col0 = 32 * (warp >> 2);
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  if (col0 > row0 + 15) return;
+#pragma unroll
+  for (int ks = 0; ks < kHead / 16; ++ks) {
+    uint32_t a[4];
+    load_a_row_lm(a, x, kLdT, row0, ks * 16, lane);
+#pragma unroll
+    for (int nt = 0; nt < 4; nt += 2) {
+      if (col0 + nt * 8 > row0 + 15) break;
+      uint32_t b[4];
+      load_b_nk_x2(b, y, kLdT, ks * 16, col0 + nt * 8, lane);
+      mma16816<T>(acc[nt], a, b);
+      mma16816<T>(acc[nt + 1], a, b + 2);
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(IntraParams p, SeqLayout L) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   IntraSmem<T>& sm = *reinterpret_cast<IntraSmem<T>*>(smem_raw);
   const int hv = blockIdx.y;
@@ -113,84 +245,78 @@ __global__ void __launch_bounds__(kIntraThreads) intra_kernel(IntraParams p, Seq
               len, kChunk, kHead);
   cp_async_wait_all();
   __syncthreads();
+  if (tid < kChunk) sm.cw[tid] = sm.bt[tid] * __expf(sm.gc[tid]);  // read after later barriers
 
   const int g = lane >> 2, t = lane & 3;
-  if (p.a_inv_in.defined()) {
+  const bool given = p.a_inv_in.defined();
+  if (given) {
     const Tok& a = p.a_inv_in;
     const int64_t ab = c.batch * a.sb + c.row0 * a.st + hv * a.sh;
     for (int i = tid; i < kChunk * kChunk; i += kIntraThreads) {
       const int r = i / kChunk, j = i % kChunk;
-      sm.am[r * kLdA + j] = (r < len && j < len) ? ld_any(a.p, a.dt, ab + r * a.st + j) : (r == j ? 1.f : 0.f);
+      sm.tm[r * kLdI + j] = (r < len && j < len) ? ld_any(a.p, a.dt, ab + r * a.st + j) : (r == j ? 1.f : 0.f);
     }
     __syncthreads();
   } else {
-    float acc[8][4];
+    float acc[4][4];
+    qk_tiles(acc, sm.ks, sm.ks, lane, warp);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < kHead / 16; ++ks) {
-      uint32_t a[4];
-      load_a_row(a, sm.ks, kLdT, warp * 16, ks * 16, lane);
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        uint32_t b[2];
-        load_b_nk(b, sm.ks, kLdT, ks * 16, nt * 8, lane);
-        mma16816<T>(acc[nt], a, b);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int i = warp * 16 + g + (e >= 2 ? 8 : 0), j = nt * 8 + 2 * t + (e & 1);
-        sm.am[i * kLdA + j] = i > j ? sm.bt[i] * acc[nt][e] * __expf(sm.gc[i] - sm.gc[j]) : 0.f;
+        const int i = 16 * (warp & 3) + g + (e >= 2 ? 8 : 0), j = 32 * (warp >> 2) + nt * 8 + 2 * t + (e & 1);
+        sm.u.am[i * kLdA + j] = i > j ? sm.bt[i] * acc[nt][e] * __expf(sm.gc[i] - sm.gc[j]) : 0.f;
       }
     }
     __syncthreads();
-    // (I + A)^-1 by forward substitution, one column per thread, the column in registers.
-    float x[kChunk];
-    if (tid < kChunk) {
-#pragma unroll
-      for (int i = 0; i < kChunk; ++i) {
-        // Four partial sums: the dependent FMA chain is a quarter as long.
-        float s4[4] = {(i == tid) ? 1.f : 0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int j = 0; j < i; ++j) s4[j & 3] -= sm.am[i * kLdA + j] * x[j];
-        x[i] = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-      }
-    }
-    __syncthreads();
-    if (tid < kChunk) {
-#pragma unroll
-      for (int i = 0; i < kChunk; ++i) sm.am[i * kLdA + tid] = x[i];
-    }
-    __syncthreads();
+    invert_unit_lower(sm.u.am, sm.tm);
     if (p.a_inv_out.defined()) {
       const Tok& a = p.a_inv_out;
       const int64_t ab = c.batch * a.sb + c.row0 * a.st + hv * a.sh;
       for (int i = tid; i < len * kChunk; i += kIntraThreads) {
         const int r = i / kChunk, j = i % kChunk;
-        st_any(a.p, a.dt, ab + r * a.st + j, sm.am[r * kLdA + j]);
+        st_any(a.p, a.dt, ab + r * a.st + j, j <= r ? sm.tm[r * kLdI + j] : 0.f);
       }
     }
   }
-  if (p.w.defined()) {
-    for (int i = tid; i < kChunk * kChunk; i += kIntraThreads) {
-      const int r = i / kChunk, j = i % kChunk;
-      split_hi_lo(sm.am[r * kLdA + j] * sm.bt[j] * __expf(sm.gc[j]), &sm.thi[r * kLdP + j],
-                  &sm.tlo[r * kLdP + j]);
-    }
+  // A computed T is lower triangular: its upper blocks hold scratch, read as zeros. A given one is
+  // used as it is. U goes first so that Q (for P) can load into V's tile while W is computed.
+  const bool need_p = p.p_out.defined();
+  if (p.u.defined()) {
+    split_scaled(sm, sm.bt, given);
     __syncthreads();
-    intra_product(sm, sm.ks, p.w, c.batch * p.w.sb + c.row0 * p.w.st + hv * p.w.sh, len);
+    intra_product(sm, sm.vs, p.u, c.batch * p.u.sb + c.row0 * p.u.st + hv * p.u.sh, len, !given);
     __syncthreads();
   }
-  if (p.u.defined()) {
-    for (int i = tid; i < kChunk * kChunk; i += kIntraThreads) {
-      const int r = i / kChunk, j = i % kChunk;
-      split_hi_lo(sm.am[r * kLdA + j] * sm.bt[j], &sm.thi[r * kLdP + j], &sm.tlo[r * kLdP + j]);
-    }
+  if (need_p) {
+    load_tile(sm.vs, kLdT, p.q.p, p.q.dt, c.batch * p.q.sb + c.row0 * p.q.st + hq * p.q.sh, p.q.st, len,
+              kChunk, kHead);
+    cp_async_commit();
+  }
+  if (p.w.defined()) {
+    split_scaled(sm, sm.cw, given);
     __syncthreads();
-    intra_product(sm, sm.vs, p.u, c.batch * p.u.sb + c.row0 * p.u.st + hv * p.u.sh, len);
+    intra_product(sm, sm.ks, p.w, c.batch * p.w.sb + c.row0 * p.w.st + hv * p.w.sh, len, !given);
+  }
+  if (need_p) {
+    cp_async_wait_all();
+    __syncthreads();
+    // P: (Q K^T)[i][j] exp(g_i - g_j) on and below the diagonal, rows < len.
+    float acc[4][4];
+    qk_tiles(acc, sm.vs, sm.ks, lane, warp);
+    const Tok& o = p.p_out;
+    const int64_t ob = c.batch * o.sb + c.row0 * o.st + hv * o.sh;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        const int i = 16 * (warp & 3) + g + h2 * 8, j = 32 * (warp >> 2) + nt * 8 + 2 * t;
+        if (i >= len) continue;
+        const float gi = sm.gc[i];
+        const float x0 = j <= i ? acc[nt][2 * h2] * __expf(gi - sm.gc[j]) : 0.f;
+        const float x1 = j + 1 <= i ? acc[nt][2 * h2 + 1] * __expf(gi - sm.gc[j + 1]) : 0.f;
+        st_pair(o.p, o.dt, ob + i * o.st + j, x0, x1);
+      }
   }
 }
 

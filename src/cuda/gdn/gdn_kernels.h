@@ -67,11 +67,13 @@ Status launch_cumsum(const CumsumParams& p, const SeqArgs& seq, const int32_t* c
                      cudaStream_t s);
 
 // Stages 1-3 fused per (chunk, value head). g is raw (cumsum computed) unless g_is_cum; a_inv is
-// computed unless a_inv_in is set. Outputs that are not defined are not written.
+// computed unless a_inv_in is set. Outputs that are not defined are not written. With p_out (and
+// q) it also writes P = tril(Q K^T (.) Gamma) [B,T,HV,64], in q's dtype, for the fused state pass.
 struct IntraParams {
   Tok k, v, beta, g;  // k [B,T,H,K] (q dtype), v [B,T,HV,V], beta/g [B,T,HV]
   bool g_is_cum = false;
   Tok a_inv_in;       // [B,T,HV,64] optional input
+  Tok q, p_out;
   Tok g_cum_out, a_inv_out, w, u;
   int H = 0, HV = 0;
   int qdt = 2;        // dtype code of k / v (1 fp16, 2 bf16)
@@ -87,6 +89,16 @@ struct StateParams {
 };
 Status launch_state_pass(const StateParams& p, const SeqArgs& seq, const int32_t* chunk_off,
                          cudaStream_t s);
+
+// Stages 4 and 5 fused (the whole forward): h and V_new stay on chip. pm is P = tril(Q K^T (.)
+// Gamma) [B, T, HV, 64] from the intra stage. q, k, w, u, pm and o share the 16-bit dtype; g_cum
+// is fp32.
+struct StateOutParams {
+  Tok q, k, w, u, pm, g_cum, o;
+  StateT init, fin;
+  int H = 0, HV = 0;
+  float scale = 0.f;
+};
 
 struct OutputParams {
   Tok q, k, v_new, g_cum, o;
