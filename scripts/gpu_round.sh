@@ -7,15 +7,17 @@
 #   test    ctest, GPU tests included
 #   edge    attnkit check --edge-shapes (GPU backends against the CPU reference)
 #   bench   bench/compare.py: attnkit bench and the anchors (cuDNN, FA2, fla) in the same run
+#   stages  bench/gdn_bench: Gated DeltaNet per stage (chunk output and decode against the bytes
+#           they move) and a device copy as the bandwidth ceiling
 #   accuracy  bench/gdn_accuracy.py: Gated DeltaNet's error against the fp32 recurrent reference,
 #           attnkit's and fla's on the same inputs (needs the fla-core wheel)
 # Every phase is timed and has a time limit; a failing phase is reported and the round goes on.
 # The last lines printed are a summary table. Exit status: non-zero if any phase failed.
 #
 # Environment:
-#   GPU_ROUND_PHASES   phases to run (default: "wheels build info test edge bench accuracy"); a round
-#                      that must fit a short time slot can be split, e.g. "wheels build" then
-#                      "test edge bench"
+#   GPU_ROUND_PHASES   phases to run (default: "wheels build info test edge bench stages
+#                      accuracy"); a round that must fit a short time slot can be split, e.g.
+#                      "wheels build" then "test edge bench"
 #   GPU_ROUND_SHAPES   shape sets for the bench phase (default: "default"; all: "default fa3 decode gdn")
 #   GPU_ROUND_ARCHS    CUDA architectures (default: 90a)
 #   GPU_ROUND_JOBS     build jobs (default: 16)
@@ -25,7 +27,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
 
-PHASES=${GPU_ROUND_PHASES:-"wheels build info test edge bench accuracy"}
+PHASES=${GPU_ROUND_PHASES:-"wheels build info test edge bench stages accuracy"}
 SHAPES=${GPU_ROUND_SHAPES:-default}
 BUILD_DIR=build-gpu
 LOGS=$ROOT/out/gpu_round
@@ -74,6 +76,7 @@ phase_note() {
     test) grep -m1 -E 'tests passed|tests failed' "$log" ;;
     edge) grep -m1 -E '^edge shapes: [0-9]+ passed' "$log" ;;
     bench) grep -m1 -E '^failed steps:' "$log" || echo "tables: compare.md" ;;
+    stages) grep -m1 -E '^copy' "$log" | tr -s ' ' ;;
     accuracy) grep -E '^[A-Za-z0-9_]+: attnkit o rel_l2' "$log" | tail -n1 ;;
   esac 2>/dev/null | head -c 110
 }
@@ -128,6 +131,14 @@ if want bench; then
   fi
 fi
 
+if want stages; then
+  if [ -x "$BUILD_DIR/bench/gdn_bench" ]; then
+    phase stages "${GPU_ROUND_STAGES_TIMEOUT:-300}" "$BUILD_DIR/bench/gdn_bench"
+  else
+    skip stages "no $BUILD_DIR/bench/gdn_bench (a CUDA build makes it)"
+  fi
+fi
+
 if want accuracy; then
   if [ -x "$BIN" ]; then
     phase accuracy "${GPU_ROUND_ACCURACY_TIMEOUT:-600}" python3 bench/gdn_accuracy.py --attnkit "$BIN" \
@@ -160,6 +171,10 @@ fi
 if [ -f "$LOGS/compare/compare.md" ]; then
   echo
   sed -n '/^## /,$p' "$LOGS/compare/compare.md" | grep -v '^$' | cut -c1-180
+fi
+if [ -f "$LOGS/stages.log" ]; then
+  echo
+  grep -E '^(device|copy|decode|forward)' "$LOGS/stages.log" | cut -c1-180
 fi
 if [ -f "$LOGS/accuracy.log" ]; then
   echo

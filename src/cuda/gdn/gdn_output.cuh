@@ -1,5 +1,8 @@
-// Stage 5, the chunk output, one CTA per (chunk, value head), four warps of 16 rows each:
+// Stage 5, the chunk output, one CTA per (chunk, value head, half of V), four warps of 16 rows each:
 //   P = tril(Q K^T (.) Gamma) (16-bit in smem), O = scale (exp(g) (.) (Q S_c) + P V_new).
+// The stage is memory bound: splitting V halves the shared memory per CTA (3 CTAs per SM instead of
+// 2, so more loads in flight), at the price of P being computed twice; the two halves of a
+// (chunk, head) are neighbours in the grid, so the second reads q and k from L2.
 #pragma once
 
 #include "cuda/gdn/gdn_device.cuh"
@@ -8,24 +11,29 @@
 namespace attnkit::gdn_cuda {
 
 constexpr int kOutThreads = 128;
+constexpr int kOutBV = 64;  // value columns per CTA
+constexpr int kOutSplit = kHead / kOutBV;
 
 template <typename T>
 struct OutSmem {
-  T qs[kChunk * (kHead + 8)];
-  T ks[kChunk * (kHead + 8)];
-  T vs[kChunk * (kHead + 8)];
-  T hs[kHead * (kHead + 8)];
-  T ps[kChunk * (kChunk + 8)];
+  static constexpr int kLdT = kHead + 8, kLdV = kOutBV + 8, kLdP = kChunk + 8;
+  T qs[kChunk * kLdT];
+  T ks[kChunk * kLdT];
+  T vs[kChunk * kLdV];
+  T hs[kHead * kLdV];
+  T ps[kChunk * kLdP];  // P, then each warp's own output rows staged for 16-byte stores
   float gc[kChunk];
 };
 
 template <typename T>
-__global__ void __launch_bounds__(kOutThreads) output_kernel(OutputParams p, SeqLayout L) {
+__global__ void __launch_bounds__(kOutThreads, 3) output_kernel(OutputParams p, SeqLayout L) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  OutSmem<T>& sm = *reinterpret_cast<OutSmem<T>*>(smem_raw);
-  constexpr int kLdT = kHead + 8, kLdP = kChunk + 8;
+  using Smem = OutSmem<T>;
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  constexpr int kLdT = Smem::kLdT, kLdV = Smem::kLdV, kLdP = Smem::kLdP;
   const int hv = blockIdx.y;
-  const int64_t chunk = blockIdx.x;
+  const int64_t chunk = blockIdx.x / kOutSplit;
+  const int v0 = static_cast<int>(blockIdx.x % kOutSplit) * kOutBV;
   ChunkPos c;
   if (!locate_chunk(L, chunk, &c)) return;
   if (chunk >= p.h.rows) return;  // h is shorter than the sequences say: nothing valid to read
@@ -38,9 +46,10 @@ __global__ void __launch_bounds__(kOutThreads) output_kernel(OutputParams p, Seq
             kChunk, kHead);
   load_tile(sm.ks, kLdT, p.k.p, p.k.dt, c.batch * p.k.sb + c.row0 * p.k.st + hq * p.k.sh, p.k.st, len,
             kChunk, kHead);
-  load_tile(sm.vs, kLdT, p.v_new.p, p.v_new.dt,
-            c.batch * p.v_new.sb + c.row0 * p.v_new.st + hv * p.v_new.sh, p.v_new.st, len, kChunk, kHead);
-  load_tile(sm.hs, kLdT, p.h.p, p.h.dt, chunk * p.h.s0 + hv * p.h.sh, p.h.sk, kHead, kHead, kHead);
+  load_tile(sm.vs, kLdV, p.v_new.p, p.v_new.dt,
+            c.batch * p.v_new.sb + c.row0 * p.v_new.st + hv * p.v_new.sh + v0, p.v_new.st, len, kChunk,
+            kOutBV);
+  load_tile(sm.hs, kLdV, p.h.p, p.h.dt, chunk * p.h.s0 + hv * p.h.sh + v0, p.h.sk, kHead, kHead, kOutBV);
   if (tid < kChunk)
     sm.gc[tid] = tid < len ? ld_any(p.g_cum.p, 0, c.batch * p.g_cum.sb + (c.row0 + tid) * p.g_cum.st +
                                                       hv * p.g_cum.sh)
@@ -74,17 +83,18 @@ __global__ void __launch_bounds__(kOutThreads) output_kernel(OutputParams p, Seq
   }
   __syncwarp();
 
-  float o[16][4];
+  constexpr int kNT = kOutBV / 8;
+  float o[kNT][4];
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+  for (int nt = 0; nt < kNT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
 #pragma unroll
   for (int ks = 0; ks < kHead / 16; ++ks) {
     uint32_t a[4];
     load_a_row(a, sm.qs, kLdT, warp * 16, ks * 16, lane);
 #pragma unroll
-    for (int nt = 0; nt < 16; nt += 2) {
+    for (int nt = 0; nt < kNT; nt += 2) {
       uint32_t b[4];
-      load_b_kn_x2(b, sm.hs, kLdT, ks * 16, nt * 8, lane);
+      load_b_kn_x2(b, sm.hs, kLdV, ks * 16, nt * 8, lane);
       mma16816<T>(o[nt], a, b);
       mma16816<T>(o[nt + 1], a, b + 2);
     }
@@ -92,7 +102,7 @@ __global__ void __launch_bounds__(kOutThreads) output_kernel(OutputParams p, Seq
   const int r0 = warp * 16 + g, r1 = r0 + 8;
   const float e0 = __expf(sm.gc[r0]), e1 = __expf(sm.gc[r1]);
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
+  for (int nt = 0; nt < kNT; ++nt) {
     o[nt][0] *= e0;
     o[nt][1] *= e0;
     o[nt][2] *= e1;
@@ -103,19 +113,44 @@ __global__ void __launch_bounds__(kOutThreads) output_kernel(OutputParams p, Seq
     uint32_t a[4];
     load_a_row(a, sm.ps, kLdP, warp * 16, ks * 16, lane);
 #pragma unroll
-    for (int nt = 0; nt < 16; nt += 2) {
+    for (int nt = 0; nt < kNT; nt += 2) {
       uint32_t b[4];
-      load_b_kn_x2(b, sm.vs, kLdT, ks * 16, nt * 8, lane);
+      load_b_kn_x2(b, sm.vs, kLdV, ks * 16, nt * 8, lane);
       mma16816<T>(o[nt], a, b);
       mma16816<T>(o[nt + 1], a, b + 2);
     }
   }
-  const int64_t ob = c.batch * p.o.sb + c.row0 * p.o.st + hv * p.o.sh;
+
+  const int64_t ob = c.batch * p.o.sb + c.row0 * p.o.st + hv * p.o.sh + v0;
+  const bool o_vec = p.o.dt == DtCode<T>::value && (reinterpret_cast<uintptr_t>(p.o.p) & 15) == 0 &&
+                     p.o.sb % 8 == 0 && p.o.st % 8 == 0 && p.o.sh % 8 == 0;
+  if (!o_vec) {
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
+    for (int nt = 0; nt < kNT; ++nt) {
+      const int col = nt * 8 + 2 * t;
+      if (r0 < len) st_pair(p.o.p, p.o.dt, ob + r0 * p.o.st + col, p.scale * o[nt][0], p.scale * o[nt][1]);
+      if (r1 < len) st_pair(p.o.p, p.o.dt, ob + r1 * p.o.st + col, p.scale * o[nt][2], p.scale * o[nt][3]);
+    }
+    return;
+  }
+  // The warp's P rows are read (its PV products are done): they now hold its output rows, which
+  // then leave as whole 16-byte pieces (8 per 64-column row) instead of scattered 4-byte pairs.
+  __syncwarp();
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt) {
     const int col = nt * 8 + 2 * t;
-    if (r0 < len) st_pair(p.o.p, p.o.dt, ob + r0 * p.o.st + col, p.scale * o[nt][0], p.scale * o[nt][1]);
-    if (r1 < len) st_pair(p.o.p, p.o.dt, ob + r1 * p.o.st + col, p.scale * o[nt][2], p.scale * o[nt][3]);
+    *reinterpret_cast<uint32_t*>(&sm.ps[r0 * kLdP + col]) =
+        pack2(from_f<T>(p.scale * o[nt][0]), from_f<T>(p.scale * o[nt][1]));
+    *reinterpret_cast<uint32_t*>(&sm.ps[r1 * kLdP + col]) =
+        pack2(from_f<T>(p.scale * o[nt][2]), from_f<T>(p.scale * o[nt][3]));
+  }
+  __syncwarp();
+  T* const out = static_cast<T*>(p.o.p) + ob;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = warp * 16 + i * 4 + (lane >> 3), col = (lane & 7) * 8;
+    if (r < len)
+      *reinterpret_cast<uint4*>(out + r * p.o.st + col) = *reinterpret_cast<const uint4*>(&sm.ps[r * kLdP + col]);
   }
 }
 
@@ -124,7 +159,7 @@ Status launch_output_t(const OutputParams& p, const SeqLayout& L, int64_t max_ch
   const size_t smem = sizeof(OutSmem<T>);
   ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(output_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem)));
-  dim3 grid(static_cast<unsigned>(max_chunks), p.HV);
+  dim3 grid(static_cast<unsigned>(max_chunks * kOutSplit), p.HV);
   output_kernel<T><<<grid, kOutThreads, smem, s>>>(p, L);
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn chunk output");
   return Status::Ok();
