@@ -57,7 +57,8 @@ constexpr int64_t kDecodeMaxRows = 32;
 Policy policy_for(const AttnProblem& prob) {
   // Decode is memory bound: one generic variant serves every option there.
   if (int64_t{prob.max_seqlen_q} * (prob.hq / prob.hkv) <= kDecodeMaxRows) return Policy::kDecode;
-  if (prob.softcap > 0.f || prob.has_alibi) return Policy::kFull;
+  // The plain-mod kernels fold a positive scale into exp2 after the row max (prefill_kernel.cuh).
+  if (prob.softcap > 0.f || prob.has_alibi || !(prob.scale > 0.f)) return Policy::kFull;
   return prob.mask.is_none() ? Policy::kPlain : Policy::kMask;
 }
 
@@ -205,7 +206,7 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   in.max_seqlen_k = prob.max_seqlen_k;
   const bool decode = v->policy == Policy::kDecode;
   in.block_m = gpu::block_m_for(prob.dqk, prob.dv, !generic(v->policy), decode);
-  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, decode);
+  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, !generic(v->policy), decode);
   in.sm_count = dev.sm_count;
   in.requested_splits = args.num_splits;
   const int splits = plan_num_splits(in);
@@ -223,9 +224,9 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   const Variant* v = find_variant(plan.kernel);
   if (v == nullptr || v->dqk != prob.dqk || v->dv != prob.dv || v->dtype != prob.dtype)
     return Status::Invalid("plan (kernel '" + plan.kernel + "') does not match these arguments");
-  if (!generic(v->policy) && (prob.softcap > 0.f || prob.has_alibi))
+  if (!generic(v->policy) && (prob.softcap > 0.f || prob.has_alibi || !(prob.scale > 0.f)))
     return Status::Invalid("plan (kernel '" + plan.kernel +
-                           "') lacks the softcap / ALiBi these arguments need");
+                           "') lacks the softcap / ALiBi / non-positive scale these arguments need");
   if (v->policy == Policy::kPlain && !prob.mask.is_none())
     return Status::Invalid("plan (kernel '" + plan.kernel + "') has no mask, these arguments do");
   const int splits = std::max(plan.num_splits, 1);
