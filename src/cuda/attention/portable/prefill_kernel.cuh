@@ -1,6 +1,6 @@
 // The portable (sm_80+) prefill kernel: FlashAttention-2 structure on mma.sync + cp.async + ldmatrix.
 //
-// One CTA = 4 warps = one tile of kBlockM query rows for one KV head of one sequence (and one split
+// One CTA = kWarps warps (4 or 8) = one tile of kBlockM query rows for one KV head of one sequence (and one split
 // of its key range). Rows are (query token, query head of the GQA group) pairs, row = token * group +
 // head_in_group, so each K/V tile is loaded once for the whole group. Each warp owns kMT
 // consecutive 16-row MMA tiles. K/V tiles of kBlockN keys go global -> shared through a
@@ -35,11 +35,12 @@
 
 namespace attnkit::gpu {
 
-template <int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kStages_, bool kQInRegs_>
+template <int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kStages_, bool kQInRegs_,
+          int kWarps_ = 4>
 struct PrefillTile {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kBlockM = kBlockM_, kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  static constexpr int kWarps = 4, kThreads = kWarps * 32;
+  static constexpr int kWarps = kWarps_, kThreads = kWarps * 32;
   static constexpr int kWarpRows = kBlockM / kWarps;
   static constexpr int kMT = kWarpRows / 16;  // 16-row MMA tiles per warp
   // Q fragments held in registers for the whole key loop, where they fit beside S and O.
