@@ -86,7 +86,7 @@ Status launch_portable_fwd(const FwdParams& p, void* stream) {
   const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.hkv * p.num_splits),
                   static_cast<unsigned>(p.batch));
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, s>>>(p);
-  ATTNKIT_CUDA_CHECK_LAUNCH(kIsPrefillTile<Tile> ? "portable_prefill_kernel" : "portable_fwd_kernel");
+  ATTNKIT_CUDA_CHECK_LAUNCH("portable attention kernel");
   return Status::Ok();
 }
 

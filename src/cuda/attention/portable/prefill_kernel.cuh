@@ -1,8 +1,8 @@
-// The portable (sm_80+) prefill kernel: FlashAttention-2 structure on mma.sync + cp.async + ldmatrix.
+// The portable (sm_80+) prefill kernel: FlashAttention-2 structure on mma.sync, cp.async, ldmatrix.
 //
-// One CTA = kWarps warps (4 or 8) = one tile of kBlockM query rows for one KV head of one sequence (and one split
-// of its key range). Rows are (query token, query head of the GQA group) pairs, row = token * group +
-// head_in_group, so each K/V tile is loaded once for the whole group. Each warp owns kMT
+// One CTA = kWarps warps = one tile of kBlockM query rows for one KV head of one sequence (and one
+// split of its key range). Rows are (query token, query head of the GQA group) pairs, row = token *
+// group + head_in_group, so each K/V tile is loaded once for the whole group. Each warp owns kMT
 // consecutive 16-row MMA tiles. K/V tiles of kBlockN keys go global -> shared through a
 // kStages-deep cp.async pipeline; S = Q K^T and O += P V run on m16n8k16 MMAs with fp32
 // accumulators; P goes from the S accumulators to the A operand in registers; the softmax is
@@ -452,7 +452,8 @@ __global__ void __launch_bounds__(Tile::kThreads)
     }
     if (!valid || lane % 4 != 0) continue;
     if (partial) {
-      const int64_t flat = p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok : int64_t{b} * p.q_rows + tok;
+      const int64_t flat =
+          p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok : int64_t{b} * p.q_rows + tok;
       p.part_lse[(int64_t{split} * p.part_rows + flat) * p.hq + head] = lse;
     } else if (p.lse != nullptr) {
       p.lse[b * p.lse_batch_stride + int64_t{q_start + tok} * p.lse_row_stride +
@@ -468,7 +469,8 @@ __global__ void __launch_bounds__(Tile::kThreads)
       if (r >= rows_total) continue;
       int tok, hg;
       p.group.divmod(r, tok, hg);
-      const int64_t flat = p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok : int64_t{b} * p.q_rows + tok;
+      const int64_t flat =
+          p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok : int64_t{b} * p.q_rows + tok;
       const int64_t idx = (int64_t{split} * p.part_rows + flat) * p.hq + hk * G + hg;
       float* dst = p.part_o + idx * kDv + (lane % 4) * 2;
 #pragma unroll
