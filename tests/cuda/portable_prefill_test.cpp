@@ -177,6 +177,53 @@ TEST(PortablePrefill, EdgeShapes) {
   }
 }
 
+// Lengths on both sides of the prefill tiles' row and key blocks (128 x 32 at d128, 128 x 64 at
+// d64, 64 x 32 at d256, 64 x 64 at 192/128): the last, partly masked key tile, fully visible tiles
+// that skip the mask next to diagonal ones, and row tiles that end inside a warp's rows.
+TEST(PortablePrefill, TileBoundaries) {
+  const int dims[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
+  uint64_t seed = 1000;
+  for (const auto& d : dims)
+    for (auto [sq, sk] : {std::pair{31, 33}, {129, 128}, {64, 191}, {160, 97}})
+      for (bool causal : {false, true}) {
+        AttnCase c = base(2, sq, sk, ++seed);
+        c.dqk = d[0];
+        c.dv = d[1];
+        if (causal) c.mask = Mask::causal();
+        check_case(c);
+      }
+}
+
+// The plain kernels fold a positive scale into exp2 after the row max; a negative one must go to
+// the generic variant and still match. Explicit split counts run the prefill tiles' fp32 partials.
+TEST(PortablePrefill, ScaleSignAndSplits) {
+  uint64_t seed = 1100;
+  for (float scale : {-0.09f, 0.2f})
+    for (bool causal : {false, true}) {
+      AttnCase c = base(2, 70, 150, ++seed);
+      c.scale = scale;
+      if (causal) c.mask = Mask::causal();
+      SCOPED_TRACE(c.str());
+      const GpuRun r = run_on_gpu(c);
+      const bool generic = r.plan.kernel.find("SoftcapAlibiMod") != std::string::npos;
+      EXPECT_EQ(generic, scale < 0) << r.plan.kernel;
+      expect_gpu_matches(r);
+    }
+  for (int dqk : {64, 128, 256})
+    for (int splits : {1, 3})
+      for (bool causal : {false, true}) {
+        AttnCase c = base(1, 200, 333, ++seed);
+        c.dqk = c.dv = dqk;
+        c.num_splits = splits;
+        c.sinks = causal;
+        if (causal) c.mask = Mask::causal();
+        SCOPED_TRACE(c.str());
+        const GpuRun r = run_on_gpu(c);
+        EXPECT_EQ(r.plan.num_splits, splits) << r.plan.kernel;
+        expect_gpu_matches(r);
+      }
+}
+
 TEST(PortablePrefill, DeviceIndicesValidated) {
   AttnCase c = base(3, 1, 1, 800);
   c.ragged_q = true;

@@ -1,5 +1,6 @@
-// Launch template for one portable kernel variant, and the split-KV combine launch. The
-// instantiation TUs (src/cuda/instantiations/) each expand ATTNKIT_DEFINE_PORTABLE_FWD once.
+// Launch template for one portable kernel variant (prefill_kernel.cuh, or fwd_kernel.cuh for the
+// decode tile), and the split-KV combine launch. The instantiation TUs (src/cuda/instantiations/)
+// each expand ATTNKIT_DEFINE_PORTABLE_FWD once.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,25 +10,57 @@
 #include "attnkit/status.h"
 #include "cuda/attention/portable/combine_kernel.cuh"
 #include "cuda/attention/portable/fwd_kernel.cuh"
+#include "cuda/attention/portable/prefill_kernel.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace attnkit::gpu {
 
-// Tile shape per variant. Prefill: two 16-row MMA tiles per warp where the registers allow and
-// the score mod is trivial, else one. Decode: one 16-row tile, the warps splitting the keys.
-template <int kDqk, int kDv, class Mod, bool kDecode>
+// Prefill tile per head dims, score mod and mask, from the FA3-paper shapes on an H100 (two CTAs
+// of 4 warps per SM everywhere; more warps or deeper pipelines measured slower):
+//   d64: 128 x 64, 3 stages, Q in registers (two 16-row MMA tiles per warp);
+//   d128 plain mod: 128 x 32, 3 stages, Q re-read from shared memory (Q in registers or 64 keys
+//     per tile push S + O past 255 registers and spill);
+//   softcap / ALiBi (more per-row state), d96, 192/128: 64 query rows (one MMA tile per warp);
+//   192/192, 256: 64 x 32 (two stages of 64 keys would leave one CTA per SM); Q in registers
+//     without a mask (+7-9% there), re-read from shared memory with one (the mask bounds' registers
+//     tip that variant into spills).
+struct PrefillShape {
+  int block_m, block_n, stages;
+  bool q_in_regs;
+};
+constexpr PrefillShape prefill_shape(int dqk, int dv, bool trivial_mod, bool no_mask) {
+  if (dqk == 64) return {trivial_mod ? 128 : 64, 64, 3, true};
+  if (dqk == 128 && trivial_mod) return {128, 32, 3, false};
+  if (dqk <= 128) return {64, 64, 2, true};  // 96, and 128 with softcap / ALiBi
+  if (dv <= 128) return {64, 64, 2, false};  // 192/128
+  return {64, 32, 2, trivial_mod && no_mask};  // 192/192, 256/256
+}
+template <int kDqk, int kDv, bool kTrivialMod, bool kNoMask>
+struct PrefillTileSel {
+  static constexpr PrefillShape kS = prefill_shape(kDqk, kDv, kTrivialMod, kNoMask);
+  using type = PrefillTile<kDqk, kDv, kS.block_m, kS.block_n, kS.stages, kS.q_in_regs>;
+};
+
+// Tile per variant. Decode: one 16-row tile, the warps splitting the keys (fwd_kernel.cuh).
+template <int kDqk, int kDv, class Mask, class Mod, bool kDecode>
 using TileFor = std::conditional_t<
     kDecode, FwdTile<kDqk, kDv, 1, true>,
-    FwdTile<kDqk, kDv, (std::is_same_v<Mod, NoScoreMod> && kDqk <= 128 && kDv <= 128) ? 2 : 1>>;
+    typename PrefillTileSel<kDqk, kDv, std::is_same_v<Mod, NoScoreMod>,
+                            std::is_same_v<Mask, NoMask>>::type>;
 
 // The planner's view of the tiles (host code cannot name them); each instantiation checks that
-// they agree.
+// they agree. (The mask changes only where Q lives, not the block shape.)
 constexpr int block_m_for(int dqk, int dv, bool trivial_mod, bool decode) {
-  return decode ? 16 : (trivial_mod && dqk <= 128 && dv <= 128) ? 128 : 64;
+  return decode ? 16 : prefill_shape(dqk, dv, trivial_mod, false).block_m;
 }
-constexpr int block_n_for(int dqk, int dv, bool decode) {
-  return (decode || (dqk <= 128 && dv <= 128)) ? 64 : 32;
+constexpr int block_n_for(int dqk, int dv, bool trivial_mod, bool decode) {
+  return decode ? 64 : prefill_shape(dqk, dv, trivial_mod, false).block_n;
 }
+
+template <class Tile>
+inline constexpr bool kIsPrefillTile = false;
+template <int A, int B, int C, int D, int E, bool F, int W>
+inline constexpr bool kIsPrefillTile<PrefillTile<A, B, C, D, E, F, W>> = true;
 
 // Grid limits of y/z (65535) bound batch and kv_heads * num_splits; the planner keeps within them.
 inline constexpr int kMaxGridYZ = 65535;
@@ -41,14 +74,19 @@ Status launch_portable_fwd(const FwdParams& p, void* stream) {
   if (p.batch > kMaxGridYZ || int64_t{p.hkv} * p.num_splits > kMaxGridYZ || m_blocks > INT32_MAX)
     return Status::Unsupported("portable attention: batch (" + std::to_string(p.batch) +
                                ") or kv_heads * num_splits exceeds the grid limit 65535");
-  auto kernel = portable_fwd_kernel<Tile, T, Mask, Mod>;
+  auto kernel = [] {
+    if constexpr (kIsPrefillTile<Tile>)
+      return portable_prefill_kernel<Tile, T, Mask, Mod>;
+    else
+      return portable_fwd_kernel<Tile, T, Mask, Mod>;
+  }();
   // Not a stream operation, so it is legal while the stream is being captured.
   ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         Tile::kSmemBytes));
   const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.hkv * p.num_splits),
                   static_cast<unsigned>(p.batch));
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, s>>>(p);
-  ATTNKIT_CUDA_CHECK_LAUNCH("portable_fwd_kernel");
+  ATTNKIT_CUDA_CHECK_LAUNCH("portable attention kernel");
   return Status::Ok();
 }
 
@@ -63,16 +101,18 @@ Status launch_portable_fwd(const FwdParams& p, void* stream) {
 #define ATTNKIT_PORTABLE_IS_DECODE_decode true
 #define ATTNKIT_DEFINE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD, TILE)                                \
   namespace attnkit::gpu {                                                                        \
-  using Tile_##DQK##_##DV##_##MOD##_##TILE = TileFor<DQK, DV, MOD, ATTNKIT_PORTABLE_IS_DECODE_##TILE>; \
-  static_assert(Tile_##DQK##_##DV##_##MOD##_##TILE::kBlockM ==                                    \
+  using Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE =                                             \
+      TileFor<DQK, DV, MASK, MOD, ATTNKIT_PORTABLE_IS_DECODE_##TILE>;                             \
+  static_assert(Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE::kBlockM ==                           \
                     block_m_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>,                         \
                                 ATTNKIT_PORTABLE_IS_DECODE_##TILE),                               \
                 "block_m_for disagrees with the tile");                                           \
-  static_assert(Tile_##DQK##_##DV##_##MOD##_##TILE::kBlockN ==                                    \
-                    block_n_for(DQK, DV, ATTNKIT_PORTABLE_IS_DECODE_##TILE),                      \
+  static_assert(Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE::kBlockN ==                           \
+                    block_n_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>,                         \
+                                ATTNKIT_PORTABLE_IS_DECODE_##TILE),                               \
                 "block_n_for disagrees with the tile");                                           \
   Status ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)(const FwdParams& p, void* stream) { \
-    return launch_portable_fwd<Tile_##DQK##_##DV##_##MOD##_##TILE, ATTNKIT_PORTABLE_CTYPE_##DT,   \
-                               MASK, MOD>(p, stream);                                             \
+    return launch_portable_fwd<Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE,                       \
+                               ATTNKIT_PORTABLE_CTYPE_##DT, MASK, MOD>(p, stream);                \
   }                                                                                               \
   }

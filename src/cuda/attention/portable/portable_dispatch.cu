@@ -73,7 +73,8 @@ bool mask_trivial(const AttnProblem& prob) {
 }
 
 Policy policy_for(const AttnProblem& prob) {
-  if (prob.softcap > 0.f || prob.has_alibi) return Policy::kFull;
+  // The plain-mod kernels fold a positive scale into exp2 after the row max (prefill_kernel.cuh).
+  if (prob.softcap > 0.f || prob.has_alibi || !(prob.scale > 0.f)) return Policy::kFull;
   if (decode_rows(prob) <= kDecodeMaxRows)  // decode has the plain and the generic variants
     return mask_trivial(prob) ? Policy::kPlain : Policy::kFull;
   return prob.mask.is_none() ? Policy::kPlain : Policy::kMask;
@@ -226,7 +227,7 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   in.max_seqlen_q = prob.max_seqlen_q;
   in.max_seqlen_k = prob.max_seqlen_k;
   in.block_m = gpu::block_m_for(prob.dqk, prob.dv, !generic(v->policy), false);
-  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, false);
+  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, !generic(v->policy), false);
   in.sm_count = dev.sm_count;
   in.requested_splits = args.num_splits;
   int splits = 0;
@@ -257,9 +258,9 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   const Variant* v = find_variant(plan.kernel);
   if (v == nullptr || v->dqk != prob.dqk || v->dv != prob.dv || v->dtype != prob.dtype)
     return Status::Invalid("plan (kernel '" + plan.kernel + "') does not match these arguments");
-  if (!generic(v->policy) && (prob.softcap > 0.f || prob.has_alibi))
+  if (!generic(v->policy) && (prob.softcap > 0.f || prob.has_alibi || !(prob.scale > 0.f)))
     return Status::Invalid("plan (kernel '" + plan.kernel +
-                           "') lacks the softcap / ALiBi these arguments need");
+                           "') lacks the softcap / ALiBi / non-positive scale these arguments need");
   if (v->policy == Policy::kPlain && !(v->decode_rows > 0 ? mask_trivial(prob) : prob.mask.is_none()))
     return Status::Invalid("plan (kernel '" + plan.kernel + "') has no mask, these arguments do");
   if (v->decode_rows > 0 && decode_rows(prob) > v->decode_rows)

@@ -1,0 +1,514 @@
+// The portable (sm_80+) prefill kernel: FlashAttention-2 structure on mma.sync, cp.async, ldmatrix.
+//
+// One CTA = kWarps warps = one tile of kBlockM query rows for one KV head of one sequence (and one
+// split of its key range). Rows are (query token, query head of the GQA group) pairs, row = token *
+// group + head_in_group, so each K/V tile is loaded once for the whole group. Each warp owns kMT
+// consecutive 16-row MMA tiles. K/V tiles of kBlockN keys go global -> shared through a
+// kStages-deep cp.async pipeline; S = Q K^T and O += P V run on m16n8k16 MMAs with fp32
+// accumulators; P goes from the S accumulators to the A operand in registers; the softmax is
+// online in log2 units.
+//
+// What keeps the instruction count near the MMA count (mma.sync leaves few issue slots spare):
+//   - K/V copies are fully unrolled, with addresses from a per-sequence base and a row stride
+//     (paged KV looks each row's page up instead);
+//   - a plain scaled dot product (NoScoreMod, positive scale: the dispatcher sends others to the
+//     generic variant) takes the row max on the raw scores and folds the scale into the exp2
+//     argument, one FFMA per score;
+//   - key tiles that every row sees entirely skip the mask;
+//   - O is staged through shared memory (the warp's own Q rows, dead by then) and written with
+//     16-byte stores.
+//
+// Split-KV (num_splits > 1): split s handles the s-th slice of the tile's key blocks and writes a
+// normalised fp32 partial O and its natural-log LSE; combine_kernel.cuh merges them and adds the
+// sinks. Rows with no visible key: O = 0 and LSE = -inf, with or without a sink.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/attention/policy/mask.cuh"
+#include "cuda/attention/policy/score_mod.cuh"
+#include "cuda/attention/portable/fwd_params.h"
+#include "cuda/common/mma_sm80.cuh"
+
+namespace attnkit::gpu {
+
+template <int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kStages_, bool kQInRegs_,
+          int kWarps_ = 4>
+struct PrefillTile {
+  static constexpr int kDqk = kDqk_, kDv = kDv_, kBlockM = kBlockM_, kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kWarps = kWarps_, kThreads = kWarps * 32;
+  static constexpr int kWarpRows = kBlockM / kWarps;
+  static constexpr int kMT = kWarpRows / 16;  // 16-row MMA tiles per warp
+  // Q fragments held in registers for the whole key loop, where they fit beside S and O.
+  static constexpr bool kQInRegs = kQInRegs_;
+  // Rows padded by 16 bytes: the 8 rows an ldmatrix reads then fall in distinct banks.
+  static constexpr int kQStride = kDqk + 8, kKStride = kDqk + 8, kVStride = kDv + 8;
+  static constexpr int kOStride = kDv + 8;  // O staging, in the Q rows
+  // Q, the K/V stages, then each row's visible-key bounds [lo, hi] (int32).
+  static constexpr int kBoundsOffset =
+      2 * (kBlockM * kQStride + kStages * kBlockN * (kKStride + kVStride));
+  static constexpr int kSmemBytes = kBoundsOffset + kBlockM * 2 * 4;
+  static_assert(kWarpRows % 16 == 0 && kBlockN % 16 == 0, "tiles are made of 16x16 MMA blocks");
+  static_assert(kDqk % 16 == 0 && kDv % 16 == 0, "head dims must be multiples of 16");
+  static_assert(kDv <= kDqk, "O is staged in the Q rows");
+  static_assert(kStages >= 2, "the pipeline refills one stage while another is read");
+};
+
+// Copies a [kRows x kCols] tile of 16-bit elements global -> shared (row stride kStride elements)
+// in 16-byte pieces, fully unrolled. row_src(row) gives the row's global start, or nullptr for
+// rows past the end (zero-filled, so that 0 * garbage never makes a NaN).
+template <int kRows, int kCols, int kStride, int kThreads, typename T, class RowSrc>
+__device__ __forceinline__ void copy_tile_async(T* dst, const T* any_valid, int tid,
+                                                RowSrc&& row_src) {
+  constexpr int kPerRow = kCols / 8;
+  constexpr int kTotal = kRows * kPerRow;
+  static_assert(kTotal % kThreads == 0, "every thread copies the same number of pieces");
+#pragma unroll
+  for (int i = 0; i < kTotal / kThreads; ++i) {
+    int row, col;
+    if constexpr (kThreads % kPerRow == 0) {  // a thread keeps its column, rows step evenly
+      row = tid / kPerRow + i * (kThreads / kPerRow);
+      col = (tid % kPerRow) * 8;
+    } else {
+      const int c = tid + i * kThreads;
+      row = c / kPerRow;
+      col = (c % kPerRow) * 8;
+    }
+    const T* src = row_src(row);
+    cp_async_16(smem_addr(dst + row * kStride + col), src != nullptr ? src + col : any_valid,
+                src != nullptr);
+  }
+}
+
+// The same for a row-strided tile (row r at base + r * stride) whose rows >= valid_rows are
+// zero-filled: where the threads split the rows evenly, each walks its rows with one pointer, so a
+// piece costs a compare, a select and an add besides the copy.
+template <int kRows, int kCols, int kStride, int kThreads, typename T>
+__device__ __forceinline__ void copy_rows_async(T* dst, const T* base, int64_t stride,
+                                                int valid_rows, int tid) {
+  constexpr int kPerRow = kCols / 8;
+  if constexpr (kThreads % kPerRow == 0) {
+    constexpr int kRowStep = kThreads / kPerRow;
+    static_assert(kRows % kRowStep == 0, "every thread copies the same number of pieces");
+    const int r0 = tid / kPerRow, col = (tid % kPerRow) * 8;
+    const T* src = base + r0 * stride + col;
+    const int64_t step = kRowStep * stride;
+    const uint32_t d = smem_addr(dst + r0 * kStride + col);
+#pragma unroll
+    for (int i = 0; i < kRows / kRowStep; ++i) {
+      const bool ok = r0 + i * kRowStep < valid_rows;
+      cp_async_16(d + i * kRowStep * kStride * 2, ok ? src : base, ok);
+      src += step;
+    }
+  } else {
+    copy_tile_async<kRows, kCols, kStride, kThreads>(dst, base, tid, [&](int row) -> const T* {
+      return row < valid_rows ? base + row * stride : nullptr;
+    });
+  }
+}
+
+template <class Tile, typename T, class Mask, class Mod>
+__global__ void __launch_bounds__(Tile::kThreads)
+    portable_prefill_kernel(const __grid_constant__ FwdParams p) {
+  constexpr int kDqk = Tile::kDqk, kDv = Tile::kDv;
+  constexpr int kBlockM = Tile::kBlockM, kBlockN = Tile::kBlockN, kStages = Tile::kStages;
+  constexpr int kThreads = Tile::kThreads, kMT = Tile::kMT, kR = 2 * kMT;  // kR rows per thread
+  constexpr int kQS = Tile::kQStride, kKS = Tile::kKStride, kVS = Tile::kVStride;
+  constexpr int kOS = Tile::kOStride;
+  // A plain scaled dot product: the scale is folded into the exp2 argument.
+  constexpr bool kLinear = std::is_same_v<Mod, NoScoreMod>;
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + kBlockM * kQS;
+  T* sV = sK + kStages * kBlockN * kKS;
+  int2* s_bounds = reinterpret_cast<int2*>(smem_raw + Tile::kBoundsOffset);
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int warp_row0 = warp * Tile::kWarpRows;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest (causal) tiles first
+  // grid: x = row tiles, y = (split, kv head), z = sequence
+  const int hk = blockIdx.y % p.hkv, split = blockIdx.y / p.hkv;
+  const int b = blockIdx.z;
+  const int G = p.group.d;
+
+  const QSeq qs = q_sequence(p, b);
+  const int q_start = qs.start, sq = qs.length;
+  const int rows_total = sq * G;
+  const int m0 = m_block * kBlockM;
+  if (m0 >= rows_total) return;
+  const KvOperand::Seq kvs = p.kv.sequence(b);
+  const int sk = kvs.length;
+
+  const Mask mask(p);
+  const Mod mod(p);
+
+  // ---- the key blocks this CTA visits
+  const int t_min = p.group.div(m0);
+  const int t_max = p.group.div(min(m0 + kBlockM, rows_total) - 1);
+  const int64_t p_min = int64_t{t_min} + sk - sq, p_max = int64_t{t_max} + sk - sq;
+  const int64_t key_lo = max(mask.lo(p_min), int64_t{0});
+  const int64_t key_hi = min(mask.hi(p_max), int64_t{sk} - 1);
+  int n_begin = 0, n_end = 0;
+  if (key_hi >= key_lo) {
+    n_begin = static_cast<int>(key_lo / kBlockN);
+    n_end = static_cast<int>(key_hi / kBlockN) + 1;
+  }
+  if (p.num_splits > 1) {
+    const int per = (n_end - n_begin + p.num_splits - 1) / p.num_splits;
+    const int s_begin = min(n_begin + split * per, n_end);
+    n_end = min(s_begin + per, n_end);
+    n_begin = s_begin;
+  }
+  const int n_tiles = n_end - n_begin;
+  // Key tiles [full_begin, full_end) need no per-element mask: every row sees every key. (Kept as
+  // two tile indices rather than int64 key bounds, to spare registers.)
+  int full_begin, full_end;
+  {
+    const int64_t full_lo = max(mask.lo(p_max), int64_t{0});
+    const int64_t full_hi = min(mask.hi(p_min), int64_t{sk} - 1);
+    full_begin = static_cast<int>(min((full_lo + kBlockN - 1) / kBlockN, int64_t{n_end}));
+    full_end = full_hi >= 0 ? static_cast<int>(min((full_hi + 1) / kBlockN, int64_t{n_end})) : 0;
+  }
+
+  // ---- this thread's rows: g and g + 8 of each of its warp's 16-row tiles (row_of(i), i < kR).
+  // Each row's visible keys [lo, hi] (clamped to the sequence) go to shared memory for the few
+  // tiles that need the mask; registers hold only the mod's per-row state (the ALiBi slope), which
+  // keeps S and O clear of spills.
+  auto row_of = [&](int i) { return m0 + warp_row0 + (i / 2) * 16 + lane / 4 + (i % 2) * 8; };
+  typename Mod::Row mrow[kR];
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    const int r = row_of(i);
+    int tok, hg;
+    p.group.divmod(r, tok, hg);
+    mrow[i] = mod.row(p, hk * G + (r < rows_total ? hg : 0));
+    if (lane % 4 == 0) {
+      const int64_t pos = int64_t{tok} + sk - sq;
+      s_bounds[r - m0] = make_int2(static_cast<int>(max(mask.lo(pos), int64_t{0})),
+                                   static_cast<int>(min(mask.hi(pos), int64_t{sk} - 1)));
+    }
+  }
+
+  // ---- global -> shared copies
+  const T* gQ = static_cast<const T*>(p.q);
+  const T* gK = static_cast<const T*>(p.kv.k);
+  const T* gV = static_cast<const T*>(p.kv.v);
+  copy_tile_async<kBlockM, kDqk, kQS, kThreads>(sQ, gQ, tid, [&](int row) -> const T* {
+    const int r = m0 + row;
+    if (r >= rows_total) return nullptr;
+    int tok, hg;
+    p.group.divmod(r, tok, hg);
+    return gQ + b * p.q_batch_stride + int64_t{q_start + tok} * p.q_row_stride +
+           int64_t{hk * G + hg} * p.q_head_stride;
+  });
+  // Contiguous and ragged KV: key j of this sequence is row j at a fixed stride from key 0.
+  const bool paged = p.kv.kind == KvKind::kPaged;
+  const T* k_seq = gK;
+  const T* v_seq = gV;
+  if (!paged && sk > 0) {
+    int64_t outer = 0;
+    int r0 = 0;
+    p.kv.locate(b, kvs.start, 0, outer, r0);
+    k_seq += p.kv.k_offset(outer, r0, hk);
+    v_seq += p.kv.v_offset(outer, r0, hk);
+  }
+  auto load_kv = [&](int n_block, int stage) {
+    const int j0 = n_block * kBlockN;
+    T* dK = sK + stage * kBlockN * kKS;
+    T* dV = sV + stage * kBlockN * kVS;
+    if (!paged) {
+      copy_rows_async<kBlockN, kDqk, kKS, kThreads>(dK, k_seq + int64_t{j0} * p.kv.k_row_stride,
+                                                    p.kv.k_row_stride, sk - j0, tid);
+      copy_rows_async<kBlockN, kDv, kVS, kThreads>(dV, v_seq + int64_t{j0} * p.kv.v_row_stride,
+                                                   p.kv.v_row_stride, sk - j0, tid);
+    } else {
+      copy_tile_async<kBlockN, kDqk, kKS, kThreads>(dK, gK, tid, [&](int row) -> const T* {
+        const int j = j0 + row;
+        if (j >= sk) return nullptr;
+        int64_t outer;
+        int r;
+        p.kv.locate(b, kvs.start, j, outer, r);
+        return gK + p.kv.k_offset(outer, r, hk);
+      });
+      copy_tile_async<kBlockN, kDv, kVS, kThreads>(dV, gV, tid, [&](int row) -> const T* {
+        const int j = j0 + row;
+        if (j >= sk) return nullptr;
+        int64_t outer;
+        int r;
+        p.kv.locate(b, kvs.start, j, outer, r);
+        return gV + p.kv.v_offset(outer, r, hk);
+      });
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < n_tiles) load_kv(n_begin + s, s);
+    cp_async_commit();  // group 0 also carries Q
+  }
+
+  float acc[kMT][kDv / 8][4];
+  float m_run[kR], l_run[kR];  // m in log2 units (scale applied); l: this thread's partial sum
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int n = 0; n < kDv / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][n][e] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    m_run[i] = -INFINITY;
+    l_run[i] = 0.f;
+  }
+
+  // ldmatrix lane addressing: matrix mi = lane / 8, row-in-matrix lane % 8.
+  const int mi = lane / 8, mr = lane % 8;
+  // A operand (16 x 16 at rows r0, cols c0): matrices (r0, c0) (r0+8, c0) (r0, c0+8) (r0+8, c0+8).
+  const uint32_t q_lane = smem_addr(sQ + (warp_row0 + (mi & 1) * 8 + mr) * kQS + (mi >> 1) * 8);
+  // K as B (n x k stored row-major): matrices (n0, k0) (n0, k0+8) (n0+8, k0) (n0+8, k0+8).
+  const uint32_t k_lane = smem_addr(sK + ((mi >> 1) * 8 + mr) * kKS + (mi & 1) * 8);
+  // V as B via .trans (k x n stored row-major): (k0, n0) (k0+8, n0) (k0, n0+8) (k0+8, n0+8).
+  const uint32_t v_lane = smem_addr(sV + ((mi & 1) * 8 + mr) * kVS + (mi >> 1) * 8);
+
+  // Warps whose rows are all padding (the sequence's last row tile) only help load.
+  const bool warp_active = m0 + warp_row0 < rows_total;
+  // Scores in log2 units are s * c (linear mod) or the mod's output (c = 1).
+  const float c = kLinear ? p.scale_log2 : 1.f;
+  constexpr int kQF = Tile::kQInRegs ? kDqk / 16 : 1;
+  uint32_t qf[kMT][kQF][4];
+
+  int stage = 0;
+  for (int t = 0; t < n_tiles; ++t) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    // The stage refilled here was last read in iteration t - 1, which every thread has left.
+    {
+      const int tn = t + kStages - 1;
+      int st = stage + kStages - 1;
+      if (st >= kStages) st -= kStages;
+      if (tn < n_tiles) load_kv(n_begin + tn, st);
+      cp_async_commit();
+    }
+    if constexpr (Tile::kQInRegs) {
+      if (t == 0) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int kk = 0; kk < kDqk / 16; ++kk)
+            ldmatrix_x4(q_lane + (mt * 16 * kQS + kk * 16) * 2, qf[mt][kk]);
+      }
+    }
+    const uint32_t k_base_s = k_lane + stage * kBlockN * kKS * 2;
+    const uint32_t v_base_s = v_lane + stage * kBlockN * kVS * 2;
+    if (++stage == kStages) stage = 0;
+    if (!warp_active) continue;
+
+    // ---- S = Q K^T
+    float s[kMT][kBlockN / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int n = 0; n < kBlockN / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kDqk / 16; ++kk) {
+      uint32_t a[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        if constexpr (Tile::kQInRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][kk][e];
+        } else {
+          ldmatrix_x4(q_lane + (mt * 16 * kQS + kk * 16) * 2, a[mt]);
+        }
+      }
+#pragma unroll
+      for (int nn = 0; nn < kBlockN / 16; ++nn) {
+        uint32_t bk[4];
+        ldmatrix_x4(k_base_s + (nn * 16 * kKS + kk * 16) * 2, bk);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          MmaOp<T>::run(s[mt][2 * nn], a[mt], bk[0], bk[1]);
+          MmaOp<T>::run(s[mt][2 * nn + 1], a[mt], bk[2], bk[3]);
+        }
+      }
+    }
+
+    // ---- score mod and mask (the linear mod applies its scale inside the exp2 below)
+    const int j0 = (n_begin + t) * kBlockN;
+    const bool full = n_begin + t >= full_begin && n_begin + t < full_end;
+    const int jl = j0 + (lane % 4) * 2;
+    if (!kLinear || !full) {
+#pragma unroll
+      for (int i = 0; i < kR; ++i) {
+        const int mt = i / 2, h = i % 2;
+        const int pos = p.group.div(row_of(i)) + sk - sq;
+        const int2 bounds = s_bounds[row_of(i) - m0];  // written before the loop's first barrier
+        const int lo = bounds.x, hi = bounds.y;
+#pragma unroll
+        for (int n = 0; n < kBlockN / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int j = jl + n * 8 + e;
+            float x = s[mt][n][2 * h + e];
+            if constexpr (!kLinear) x = mod.apply(x, mrow[i], pos, j);
+            if (!full && (j < lo || j > hi)) x = -INFINITY;
+            s[mt][n][2 * h + e] = x;
+          }
+      }
+    }
+
+    // ---- online softmax (log2 units)
+#pragma unroll
+    for (int i = 0; i < kR; ++i) {
+      const int mt = i / 2, h = i % 2;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kBlockN / 8; ++n)
+        mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // c > 0, so the max of the raw scores gives the max of the scaled ones.
+      const float m_new = fmaxf(m_run[i], mx == -INFINITY ? -INFINITY : mx * c);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = exp2f(m_run[i] - m_use);
+      m_run[i] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < kBlockN / 8; ++n) {
+        s[mt][n][2 * h] = exp2f(fmaf(s[mt][n][2 * h], c, -m_use));
+        s[mt][n][2 * h + 1] = exp2f(fmaf(s[mt][n][2 * h + 1], c, -m_use));
+        sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
+      }
+      l_run[i] = l_run[i] * alpha + sum;
+#pragma unroll
+      for (int n = 0; n < kDv / 8; ++n) {
+        acc[mt][n][2 * h] *= alpha;
+        acc[mt][n][2 * h + 1] *= alpha;
+      }
+    }
+
+    // ---- O += P V (P re-packed from the S accumulators as the A operand)
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      uint32_t a[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int nn = 0; nn < kDv / 16; ++nn) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(v_base_s + (kk * 16 * kVS + nn * 16) * 2, bv);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          MmaOp<T>::run(acc[mt][2 * nn], a[mt], bv[0], bv[1]);
+          MmaOp<T>::run(acc[mt][2 * nn + 1], a[mt], bv[2], bv[3]);
+        }
+      }
+    }
+  }
+  // Nothing may still be landing in shared memory (Q included, when there was no key tile)
+  // before the O staging reuses the Q rows.
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // ---- epilogue: per row, the normaliser (sinks folded in) and the LSE
+  const bool partial = p.num_splits > 1;
+  float o_scale[kR];
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    const int r = m0 + warp_row0 + (i / 2) * 16 + lane / 4 + (i % 2) * 8;
+    int tok, hg;
+    p.group.divmod(r, tok, hg);
+    const int head = hk * G + hg;
+    const bool valid = r < rows_total;
+    float l = l_run[i];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float m = m_run[i];
+    float lse;
+    if (l == 0.f) {  // no visible key (a sink alone does not count): O = 0, LSE = -inf
+      o_scale[i] = 0.f;
+      lse = -INFINITY;
+    } else if (!partial && p.sinks != nullptr && valid) {
+      const float s2 = __ldg(p.sinks + head * p.sinks_stride) * kLog2e;
+      const float m_fin = fmaxf(m, s2);
+      l = l * exp2f(m - m_fin) + exp2f(s2 - m_fin);
+      o_scale[i] = exp2f(m - m_fin) / l;
+      lse = (m_fin + log2f(l)) * kLn2;
+    } else {
+      o_scale[i] = 1.f / l;
+      lse = (m + log2f(l)) * kLn2;
+    }
+    if (!valid || lane % 4 != 0) continue;
+    if (partial) {
+      const int64_t flat =
+          p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok : int64_t{b} * p.q_rows + tok;
+      p.part_lse[(int64_t{split} * p.part_rows + flat) * p.hq + head] = lse;
+    } else if (p.lse != nullptr) {
+      p.lse[b * p.lse_batch_stride + int64_t{q_start + tok} * p.lse_row_stride +
+            int64_t{head} * p.lse_head_stride] = lse;
+    }
+  }
+
+  if (partial) {  // fp32 partials straight from the accumulators
+#pragma unroll
+    for (int i = 0; i < kR; ++i) {
+      const int mt = i / 2, h = i % 2;
+      const int r = m0 + warp_row0 + mt * 16 + lane / 4 + h * 8;
+      if (r >= rows_total) continue;
+      int tok, hg;
+      p.group.divmod(r, tok, hg);
+      const int64_t flat =
+          p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok : int64_t{b} * p.q_rows + tok;
+      const int64_t idx = (int64_t{split} * p.part_rows + flat) * p.hq + hk * G + hg;
+      float* dst = p.part_o + idx * kDv + (lane % 4) * 2;
+#pragma unroll
+      for (int n = 0; n < kDv / 8; ++n)
+        *reinterpret_cast<float2*>(dst + n * 8) =
+            make_float2(acc[mt][n][2 * h] * o_scale[i], acc[mt][n][2 * h + 1] * o_scale[i]);
+    }
+    return;
+  }
+
+  // O through shared memory: Q is dead (the barrier above), each warp stages its own rows in a
+  // slice of it and writes whole 16-byte pieces of each row (O is 16-byte aligned with 16-byte
+  // strides: the API validates that for the GPU kernels).
+  T* sO = sQ + warp_row0 * kOS;
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    const int mt = i / 2, h = i % 2;
+    T* row = sO + (mt * 16 + h * 8 + lane / 4) * kOS + (lane % 4) * 2;
+#pragma unroll
+    for (int n = 0; n < kDv / 8; ++n)
+      *reinterpret_cast<uint32_t*>(row + n * 8) =
+          pack2<T>(acc[mt][n][2 * h] * o_scale[i], acc[mt][n][2 * h + 1] * o_scale[i]);
+  }
+  __syncwarp();
+  constexpr int kPieces = kDv / 8;  // 16-byte pieces per row
+  static_assert((Tile::kWarpRows * kPieces) % 32 == 0, "whole warp passes over the staged rows");
+#pragma unroll
+  for (int k = 0; k < Tile::kWarpRows * kPieces / 32; ++k) {
+    const int c_idx = lane + k * 32;
+    const int rl = c_idx / kPieces, col = (c_idx % kPieces) * 8;
+    const int r = m0 + warp_row0 + rl;
+    if (r >= rows_total) continue;
+    int tok, hg;
+    p.group.divmod(r, tok, hg);
+    T* dst = static_cast<T*>(p.o) + b * p.o_batch_stride + int64_t{q_start + tok} * p.o_row_stride +
+             int64_t{hk * G + hg} * p.o_head_stride + col;
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(sO + rl * kOS + col);
+  }
+}
+
+}  // namespace attnkit::gpu
