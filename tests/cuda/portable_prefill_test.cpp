@@ -177,9 +177,9 @@ TEST(PortablePrefill, EdgeShapes) {
   }
 }
 
-// Lengths on both sides of the prefill tiles' row and key blocks (128 x 32 at d128, 128 x 64 at
-// d64, 64 x 32 at d256, 64 x 64 at 192/128): the last, partly masked key tile, fully visible tiles
-// that skip the mask next to diagonal ones, and row tiles that end inside a warp's rows.
+// Lengths on both sides of the prefill tiles' row and key blocks (128 x 64 at d64 and d128, 64 x 64
+// at 192/128 and d256): the last, partly masked key tile, fully visible tiles that skip the mask
+// next to diagonal ones, and row tiles that end inside a warp's rows.
 TEST(PortablePrefill, TileBoundaries) {
   const int dims[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
   uint64_t seed = 1000;

@@ -15,46 +15,46 @@
 
 namespace attnkit::gpu {
 
-// Prefill tile per head dims, score mod and mask, from the FA3-paper shapes on an H100 (two CTAs
-// of 4 warps per SM everywhere; more warps or deeper pipelines measured slower):
+// Prefill tile per head dims and score mod, from the FA3-paper shapes on an H100 (two CTAs of 4
+// warps per SM everywhere; 8 warps, or 128 x 128 tiles, measured slower):
 //   d64: 128 x 64, 3 stages, Q in registers (two 16-row MMA tiles per warp);
-//   d128 plain mod: 128 x 32, 3 stages, Q re-read from shared memory (Q in registers or 64 keys
-//     per tile push S + O past 255 registers and spill);
-//   softcap / ALiBi (more per-row state), d96, 192/128: 64 query rows (one MMA tile per warp);
-//   192/192, 256: 64 x 32 (two stages of 64 keys would leave one CTA per SM); Q in registers
-//     without a mask (+7-9% there), re-read from shared memory with one (the mask bounds' registers
-//     tip that variant into spills).
+//   d128 plain mod: 128 x 64, single K and V buffers (+4-7% over 128 x 32 with 3 stages), Q
+//     re-read from shared memory (in registers, S + O + Q pass 255 registers and spill);
+//   d256: 64 x 64, single K and V buffers (+10-17% over 64 x 32 with 2 stages, which is what
+//     two CTAs per SM allow with a ring), Q re-read from shared memory;
+//   softcap / ALiBi (more per-row state), d96, 192/128: 64 query rows, 2 stages;
+//   192/192: 64 x 32, 2 stages.
 struct PrefillShape {
-  int block_m, block_n, stages;
+  int block_m, block_n, stages;  // stages == 1: one K and one V buffer, refilled in turn
   bool q_in_regs;
 };
-constexpr PrefillShape prefill_shape(int dqk, int dv, bool trivial_mod, bool no_mask) {
+constexpr PrefillShape prefill_shape(int dqk, int dv, bool trivial_mod) {
   if (dqk == 64) return {trivial_mod ? 128 : 64, 64, 3, true};
-  if (dqk == 128 && trivial_mod) return {128, 32, 3, false};
+  if (dqk == 128 && trivial_mod) return {128, 64, 1, false};
   if (dqk <= 128) return {64, 64, 2, true};  // 96, and 128 with softcap / ALiBi
   if (dv <= 128) return {64, 64, 2, false};  // 192/128
-  return {64, 32, 2, trivial_mod && no_mask};  // 192/192, 256/256
+  if (dqk == 256) return {64, 64, 1, false};
+  return {64, 32, 2, false};  // 192/192
 }
-template <int kDqk, int kDv, bool kTrivialMod, bool kNoMask>
+template <int kDqk, int kDv, bool kTrivialMod>
 struct PrefillTileSel {
-  static constexpr PrefillShape kS = prefill_shape(kDqk, kDv, kTrivialMod, kNoMask);
+  static constexpr PrefillShape kS = prefill_shape(kDqk, kDv, kTrivialMod);
   using type = PrefillTile<kDqk, kDv, kS.block_m, kS.block_n, kS.stages, kS.q_in_regs>;
 };
 
 // Tile per variant. Decode: one 16-row tile, the warps splitting the keys (fwd_kernel.cuh).
-template <int kDqk, int kDv, class Mask, class Mod, bool kDecode>
-using TileFor = std::conditional_t<
-    kDecode, FwdTile<kDqk, kDv, 1, true>,
-    typename PrefillTileSel<kDqk, kDv, std::is_same_v<Mod, NoScoreMod>,
-                            std::is_same_v<Mask, NoMask>>::type>;
+template <int kDqk, int kDv, class Mod, bool kDecode>
+using TileFor =
+    std::conditional_t<kDecode, FwdTile<kDqk, kDv, 1, true>,
+                       typename PrefillTileSel<kDqk, kDv, std::is_same_v<Mod, NoScoreMod>>::type>;
 
 // The planner's view of the tiles (host code cannot name them); each instantiation checks that
-// they agree. (The mask changes only where Q lives, not the block shape.)
+// they agree.
 constexpr int block_m_for(int dqk, int dv, bool trivial_mod, bool decode) {
-  return decode ? 16 : prefill_shape(dqk, dv, trivial_mod, false).block_m;
+  return decode ? 16 : prefill_shape(dqk, dv, trivial_mod).block_m;
 }
 constexpr int block_n_for(int dqk, int dv, bool trivial_mod, bool decode) {
-  return decode ? 64 : prefill_shape(dqk, dv, trivial_mod, false).block_n;
+  return decode ? 64 : prefill_shape(dqk, dv, trivial_mod).block_n;
 }
 
 template <class Tile>
@@ -102,7 +102,7 @@ Status launch_portable_fwd(const FwdParams& p, void* stream) {
 #define ATTNKIT_DEFINE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD, TILE)                                \
   namespace attnkit::gpu {                                                                        \
   using Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE =                                             \
-      TileFor<DQK, DV, MASK, MOD, ATTNKIT_PORTABLE_IS_DECODE_##TILE>;                             \
+      TileFor<DQK, DV, MOD, ATTNKIT_PORTABLE_IS_DECODE_##TILE>;                                   \
   static_assert(Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE::kBlockM ==                           \
                     block_m_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>,                         \
                                 ATTNKIT_PORTABLE_IS_DECODE_##TILE),                               \

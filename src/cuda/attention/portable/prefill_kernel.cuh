@@ -3,10 +3,10 @@
 // One CTA = kWarps warps = one tile of kBlockM query rows for one KV head of one sequence (and one
 // split of its key range). Rows are (query token, query head of the GQA group) pairs, row = token *
 // group + head_in_group, so each K/V tile is loaded once for the whole group. Each warp owns kMT
-// consecutive 16-row MMA tiles. K/V tiles of kBlockN keys go global -> shared through a
-// kStages-deep cp.async pipeline; S = Q K^T and O += P V run on m16n8k16 MMAs with fp32
-// accumulators; P goes from the S accumulators to the A operand in registers; the softmax is
-// online in log2 units.
+// consecutive 16-row MMA tiles. K/V tiles of kBlockN keys go global -> shared through cp.async (a
+// ring of kStages K/V buffers, or one K and one V buffer refilled in turn); S = Q K^T and O += P V
+// run on m16n8k16 MMAs with fp32 accumulators; P goes from the S accumulators to the A operand in
+// registers; the softmax is online in log2 units.
 //
 // What keeps the instruction count near the MMA count (mma.sync leaves few issue slots spare):
 //   - K/V copies are fully unrolled, with addresses from a per-sequence base and a row stride
@@ -39,6 +39,10 @@ template <int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kStages_, bool kQ
           int kWarps_ = 4>
 struct PrefillTile {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kBlockM = kBlockM_, kBlockN = kBlockN_;
+  // kStages >= 2: K/V tiles in a ring of kStages buffers, tile t + kStages - 1 loading while tile
+  // t is used. kStages == 1: one K and one V buffer, refilled in turn (V(t) loads during Q K(t)^T,
+  // K(t+1) during the softmax and P V(t)): the least shared memory, so two CTAs per SM still fit
+  // 64-key tiles at head dim 256.
   static constexpr int kStages = kStages_;
   static constexpr int kWarps = kWarps_, kThreads = kWarps * 32;
   static constexpr int kWarpRows = kBlockM / kWarps;
@@ -55,7 +59,7 @@ struct PrefillTile {
   static_assert(kWarpRows % 16 == 0 && kBlockN % 16 == 0, "tiles are made of 16x16 MMA blocks");
   static_assert(kDqk % 16 == 0 && kDv % 16 == 0, "head dims must be multiples of 16");
   static_assert(kDv <= kDqk, "O is staged in the Q rows");
-  static_assert(kStages >= 2, "the pipeline refills one stage while another is read");
+  static_assert(kStages >= 1, "at least one K and one V buffer");
 };
 
 // Copies a [kRows x kCols] tile of 16-bit elements global -> shared (row stride kStride elements)
@@ -217,15 +221,12 @@ __global__ void __launch_bounds__(Tile::kThreads)
     k_seq += p.kv.k_offset(outer, r0, hk);
     v_seq += p.kv.v_offset(outer, r0, hk);
   }
-  auto load_kv = [&](int n_block, int stage) {
+  auto load_k = [&](int n_block, int stage) {
     const int j0 = n_block * kBlockN;
     T* dK = sK + stage * kBlockN * kKS;
-    T* dV = sV + stage * kBlockN * kVS;
     if (!paged) {
       copy_rows_async<kBlockN, kDqk, kKS, kThreads>(dK, k_seq + int64_t{j0} * p.kv.k_row_stride,
                                                     p.kv.k_row_stride, sk - j0, tid);
-      copy_rows_async<kBlockN, kDv, kVS, kThreads>(dV, v_seq + int64_t{j0} * p.kv.v_row_stride,
-                                                   p.kv.v_row_stride, sk - j0, tid);
     } else {
       copy_tile_async<kBlockN, kDqk, kKS, kThreads>(dK, gK, tid, [&](int row) -> const T* {
         const int j = j0 + row;
@@ -235,6 +236,15 @@ __global__ void __launch_bounds__(Tile::kThreads)
         p.kv.locate(b, kvs.start, j, outer, r);
         return gK + p.kv.k_offset(outer, r, hk);
       });
+    }
+  };
+  auto load_v = [&](int n_block, int stage) {
+    const int j0 = n_block * kBlockN;
+    T* dV = sV + stage * kBlockN * kVS;
+    if (!paged) {
+      copy_rows_async<kBlockN, kDv, kVS, kThreads>(dV, v_seq + int64_t{j0} * p.kv.v_row_stride,
+                                                   p.kv.v_row_stride, sk - j0, tid);
+    } else {
       copy_tile_async<kBlockN, kDv, kVS, kThreads>(dV, gV, tid, [&](int row) -> const T* {
         const int j = j0 + row;
         if (j >= sk) return nullptr;
@@ -245,11 +255,20 @@ __global__ void __launch_bounds__(Tile::kThreads)
       });
     }
   };
+  auto load_kv = [&](int n_block, int stage) {
+    load_k(n_block, stage);
+    load_v(n_block, stage);
+  };
 
+  if constexpr (kStages == 1) {
+    if (n_tiles > 0) load_k(n_begin, 0);
+    cp_async_commit();  // with Q
+  } else {
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_tiles) load_kv(n_begin + s, s);
-    cp_async_commit();  // group 0 also carries Q
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < n_tiles) load_kv(n_begin + s, s);
+      cp_async_commit();  // group 0 also carries Q
+    }
   }
 
   float acc[kMT][kDv / 8][4];
@@ -284,10 +303,16 @@ __global__ void __launch_bounds__(Tile::kThreads)
 
   int stage = 0;
   for (int t = 0; t < n_tiles; ++t) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
-    // The stage refilled here was last read in iteration t - 1, which every thread has left.
-    {
+    if constexpr (kStages == 1) {
+      // K(t) has landed, and every thread is past P V(t - 1): V's buffer is free.
+      cp_async_wait<0>();
+      __syncthreads();
+      load_v(n_begin + t, 0);
+      cp_async_commit();
+    } else {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      // The stage refilled here was last read in iteration t - 1, which every thread has left.
       const int tn = t + kStages - 1;
       int st = stage + kStages - 1;
       if (st >= kStages) st -= kStages;
@@ -306,7 +331,20 @@ __global__ void __launch_bounds__(Tile::kThreads)
     const uint32_t k_base_s = k_lane + stage * kBlockN * kKS * 2;
     const uint32_t v_base_s = v_lane + stage * kBlockN * kVS * 2;
     if (++stage == kStages) stage = 0;
-    if (!warp_active) continue;
+    // Single buffers: once V(t) has landed and every thread is past Q K(t)^T, K(t + 1) may load.
+    // Warps with no rows still take part (the barrier needs every thread).
+    auto next_k = [&] {
+      if constexpr (kStages == 1) {
+        cp_async_wait<0>();
+        __syncthreads();
+        if (t + 1 < n_tiles) load_k(n_begin + t + 1, 0);
+        cp_async_commit();
+      }
+    };
+    if (!warp_active) {
+      next_k();
+      continue;
+    }
 
     // ---- S = Q K^T
     float s[kMT][kBlockN / 8][4];
@@ -364,6 +402,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
       }
     }
 
+    next_k();
     // ---- online softmax (log2 units)
 #pragma unroll
     for (int i = 0; i < kR; ++i) {
