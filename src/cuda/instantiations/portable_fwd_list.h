@@ -1,7 +1,7 @@
-// THE list of compiled portable attention variants: (Dqk, Dv, dtype, mask policy, score-mod
-// policy, tile: prefill or decode). Each entry is defined by one TU in this folder
-// (portable_fwd_<dqk>_<dv>_<dtype>_<mask>_<mod>.cu for prefill tiles, the same name + _decode for
-// the decode tile; the linker reports an entry without one) and matched by the dispatcher
+// THE list of compiled portable prefill variants: (Dqk, Dv, dtype, mask policy, score-mod
+// policy, tile: prefill). Each entry is defined by one TU in this folder
+// (portable_fwd_<dqk>_<dv>_<dtype>_<mask>_<mod>.cu; the linker reports an entry without one)
+// and matched by the dispatcher
 // (src/cuda/attention/portable/portable_dispatch.cu); a request no entry serves is Unsupported.
 // Policies:
 //   NoMask + NoScoreMod            plain attention, no per-element mask outside the sequence end

@@ -1,6 +1,6 @@
-// Launch template for one portable kernel variant (prefill_kernel.cuh, or fwd_kernel.cuh for the
-// decode tile), and the split-KV combine launch. The instantiation TUs (src/cuda/instantiations/)
-// each expand ATTNKIT_DEFINE_PORTABLE_FWD once.
+// Launch template for one portable prefill variant (prefill_kernel.cuh; decode has its own kernel,
+// decode_launch.cuh), and the split-KV combine launch. The instantiation TUs
+// (src/cuda/instantiations/) each expand ATTNKIT_DEFINE_PORTABLE_FWD once.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,7 +9,6 @@
 
 #include "attnkit/status.h"
 #include "cuda/attention/portable/combine_kernel.cuh"
-#include "cuda/attention/portable/fwd_kernel.cuh"
 #include "cuda/attention/portable/prefill_kernel.cuh"
 #include "cuda/common/cuda_check.h"
 
@@ -42,25 +41,17 @@ struct PrefillTileSel {
   using type = PrefillTile<kDqk, kDv, kS.block_m, kS.block_n, kS.stages, kS.q_in_regs>;
 };
 
-// Tile per variant. Decode: one 16-row tile, the warps splitting the keys (fwd_kernel.cuh).
-template <int kDqk, int kDv, class Mod, bool kDecode>
-using TileFor =
-    std::conditional_t<kDecode, FwdTile<kDqk, kDv, 1, true>,
-                       typename PrefillTileSel<kDqk, kDv, std::is_same_v<Mod, NoScoreMod>>::type>;
+template <int kDqk, int kDv, class Mod>
+using TileFor = typename PrefillTileSel<kDqk, kDv, std::is_same_v<Mod, NoScoreMod>>::type;
 
 // The planner's view of the tiles (host code cannot name them); each instantiation checks that
 // they agree.
-constexpr int block_m_for(int dqk, int dv, bool trivial_mod, bool decode) {
-  return decode ? 16 : prefill_shape(dqk, dv, trivial_mod).block_m;
+constexpr int block_m_for(int dqk, int dv, bool trivial_mod) {
+  return prefill_shape(dqk, dv, trivial_mod).block_m;
 }
-constexpr int block_n_for(int dqk, int dv, bool trivial_mod, bool decode) {
-  return decode ? 64 : prefill_shape(dqk, dv, trivial_mod).block_n;
+constexpr int block_n_for(int dqk, int dv, bool trivial_mod) {
+  return prefill_shape(dqk, dv, trivial_mod).block_n;
 }
-
-template <class Tile>
-inline constexpr bool kIsPrefillTile = false;
-template <int A, int B, int C, int D, int E, bool F, int W>
-inline constexpr bool kIsPrefillTile<PrefillTile<A, B, C, D, E, F, W>> = true;
 
 // Grid limits of y/z (65535) bound batch and kv_heads * num_splits; the planner keeps within them.
 inline constexpr int kMaxGridYZ = 65535;
@@ -74,12 +65,7 @@ Status launch_portable_fwd(const FwdParams& p, void* stream) {
   if (p.batch > kMaxGridYZ || int64_t{p.hkv} * p.num_splits > kMaxGridYZ || m_blocks > INT32_MAX)
     return Status::Unsupported("portable attention: batch (" + std::to_string(p.batch) +
                                ") or kv_heads * num_splits exceeds the grid limit 65535");
-  auto kernel = [] {
-    if constexpr (kIsPrefillTile<Tile>)
-      return portable_prefill_kernel<Tile, T, Mask, Mod>;
-    else
-      return portable_fwd_kernel<Tile, T, Mask, Mod>;
-  }();
+  const auto kernel = portable_prefill_kernel<Tile, T, Mask, Mod>;
   // Not a stream operation, so it is legal while the stream is being captured.
   ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         Tile::kSmemBytes));
@@ -97,19 +83,15 @@ Status launch_portable_fwd(const FwdParams& p, void* stream) {
   portable_fwd_##DQK##_##DV##_##DT##_##MASK##_##MOD##_##TILE
 #define ATTNKIT_PORTABLE_CTYPE_bf16 __nv_bfloat16
 #define ATTNKIT_PORTABLE_CTYPE_fp16 __half
-#define ATTNKIT_PORTABLE_IS_DECODE_prefill false
-#define ATTNKIT_PORTABLE_IS_DECODE_decode true
 #define ATTNKIT_DEFINE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD, TILE)                                \
   namespace attnkit::gpu {                                                                        \
   using Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE =                                             \
-      TileFor<DQK, DV, MOD, ATTNKIT_PORTABLE_IS_DECODE_##TILE>;                                   \
+      TileFor<DQK, DV, MOD>;                                                                      \
   static_assert(Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE::kBlockM ==                           \
-                    block_m_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>,                         \
-                                ATTNKIT_PORTABLE_IS_DECODE_##TILE),                               \
+                    block_m_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>),                        \
                 "block_m_for disagrees with the tile");                                           \
   static_assert(Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE::kBlockN ==                           \
-                    block_n_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>,                         \
-                                ATTNKIT_PORTABLE_IS_DECODE_##TILE),                               \
+                    block_n_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>),                        \
                 "block_n_for disagrees with the tile");                                           \
   Status ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)(const FwdParams& p, void* stream) { \
     return launch_portable_fwd<Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE,                       \

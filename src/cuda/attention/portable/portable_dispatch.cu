@@ -226,8 +226,8 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   in.group = prob.hq / prob.hkv;
   in.max_seqlen_q = prob.max_seqlen_q;
   in.max_seqlen_k = prob.max_seqlen_k;
-  in.block_m = gpu::block_m_for(prob.dqk, prob.dv, !generic(v->policy), false);
-  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, !generic(v->policy), false);
+  in.block_m = gpu::block_m_for(prob.dqk, prob.dv, !generic(v->policy));
+  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, !generic(v->policy));
   in.sm_count = dev.sm_count;
   in.requested_splits = args.num_splits;
   int splits = 0;
