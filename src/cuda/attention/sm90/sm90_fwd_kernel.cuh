@@ -354,25 +354,35 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         if (hidden) S(i) = -INFINITY;
       }
     }
+    // Row max and row sum in kAcc interleaved partial chains: one chain of N/4 dependent FMNMX or
+    // FADD per row sat on the softmax's critical path, which ping-pong must fit under the other
+    // warpgroups' GEMMs.
+    constexpr int kCols = decltype(size<1>(S))::value;
+    constexpr int kAcc = 4;  // the combines below add and compare exactly four partials
+    static_assert(kCols % kAcc == 0);
     bool rescale = false;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      float mx = row_max[r];
+      float part[kAcc];
       CUTE_UNROLL
-      for (int c = 0; c < size<1>(S); ++c) mx = fmaxf(mx, S(r, c));
+      for (int a = 0; a < kAcc; ++a) part[a] = row_max[r];
+      CUTE_UNROLL
+      for (int c = 0; c < kCols; ++c) part[c % kAcc] = fmaxf(part[c % kAcc], S(r, c));
+      float mx = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
       mx = quad_max(mx);
       // A row that has seen no visible key keeps max -inf; subtract 0 then so exp2 gives 0, not NaN.
       const float mx_scaled = mx == -INFINITY ? 0.f : mx * scale_log2;
       corr[r] = mx == row_max[r] ? 1.f : exp2f(row_max[r] * scale_log2 - mx_scaled);
       rescale |= mx != row_max[r];
       row_max[r] = mx;
-      float sum = 0.f;
       CUTE_UNROLL
-      for (int c = 0; c < size<1>(S); ++c) {
+      for (int a = 0; a < kAcc; ++a) part[a] = 0.f;
+      CUTE_UNROLL
+      for (int c = 0; c < kCols; ++c) {
         S(r, c) = exp2f(S(r, c) * scale_log2 - mx_scaled);
-        sum += S(r, c);
+        part[c % kAcc] += S(r, c);
       }
-      row_sum[r] = row_sum[r] * corr[r] + sum;
+      row_sum[r] = row_sum[r] * corr[r] + ((part[0] + part[1]) + (part[2] + part[3]));
     }
     return rescale;
   };
