@@ -1,7 +1,8 @@
 // Hopper (sm_90a) prefill kernels against the CPU reference, forced with Backend::kCudaSm90: head
-// dims x dtypes x {no mask, causal}, GQA, batches, lengths that are not tile multiples, Sq != Sk
-// with causal (rows with no visible key), strided views, large logits, bit-identical reruns, and
-// requests the kernels must refuse. Skipped (visibly) on GPUs that are not Hopper.
+// dims x dtypes x {no mask, causal}, GQA, batches, several work tiles per CTA of the persistent
+// grid, lengths that are not tile multiples, Sq != Sk with causal (rows with no visible key),
+// strided views, large logits, bit-identical reruns, and requests the kernels must refuse.
+// Skipped (visibly) on GPUs that are not Hopper.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -83,6 +84,24 @@ TEST(Sm90Prefill, CausalSqLongerThanSkHasEmptyRows) {
     c.mask = Mask::causal();
     check_sm90(c);
   }
+}
+
+TEST(Sm90Prefill, PersistentGridWithManyTilesPerCta) {
+  SKIP_UNLESS_HOPPER();
+  // More work tiles (128 query rows of one head) than an H100 has SMs, so each CTA of the
+  // persistent grid walks several tiles through the same K/V pipelines and one Q buffer; the
+  // causal cases with Sq >> Sk mix tiles that see no key (written without loading anything) with
+  // tiles that do, inside one CTA's sequence.
+  uint64_t seed = 3500;
+  for (int d : {64, 128, 256})
+    for (bool causal : {false, true}) {
+      AttnCase c = causal ? base(2, 1500, 200, ++seed) : base(2, 1100, 300, ++seed);
+      c.hq = 16;
+      c.hkv = 4;
+      c.dqk = c.dv = d;
+      if (causal) c.mask = Mask::causal();
+      check_sm90(c);
+    }
 }
 
 TEST(Sm90Prefill, GqaRatiosAndBatches) {

@@ -95,9 +95,12 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
   if (prob.k_rows < 1) return no("needs at least one key");
   if (prob.q_rows > (int64_t{1} << 30) || prob.k_rows > (int64_t{1} << 30))
     return no("sequence lengths must stay below 2^30");
-  if ((prob.q_rows + 127) / 128 > 65535) return no("too many query tiles (> 65535)");
-  if (prob.batch > 65535) return no("batch " + std::to_string(prob.batch) + " exceeds 65535");
-  if (prob.hq > 65535) return no("hq " + std::to_string(prob.hq) + " exceeds 65535");
+  // The persistent scheduler numbers work tiles (at least 128 query rows of one head) with an int,
+  // with headroom for one more round of the grid. (Each factor is below 2^31, so neither product
+  // overflows 64 bits.)
+  const int64_t tiles_per_batch = (prob.q_rows + 127) / 128 * int64_t{prob.hq};
+  if (tiles_per_batch >= (int64_t{1} << 30) || tiles_per_batch * prob.batch >= (int64_t{1} << 30))
+    return no("too many work tiles (query tiles x heads x batch must stay below 2^30)");
   ATTNKIT_RETURN_IF_ERROR(check_tma_operand(args.q, "q"));
   ATTNKIT_RETURN_IF_ERROR(check_tma_operand(args.k, "k"));
   ATTNKIT_RETURN_IF_ERROR(check_tma_operand(args.v, "v"));

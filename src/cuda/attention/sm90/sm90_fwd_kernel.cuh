@@ -1,20 +1,24 @@
 // Hopper (sm_90a) attention prefill: warp-specialized, TMA + WGMMA.
 //
-// One CTA computes 128 query rows of one (batch, head). Three warpgroups:
-//   WG0 (producer): gives registers away; one thread issues the TMA loads of the Q tile (once) and
-//                   of K and V tiles into an N-stage shared-memory pipeline, last KV tile first.
-//   WG1, WG2 (consumers): each owns 64 of the 128 query rows. Per KV tile: S = Q·Kᵀ (WGMMA, both
-//                   operands in shared memory), masking only on tiles that need it, online softmax
-//                   in registers (exp2 with scale·log2e folded in), P converted to 16-bit in
-//                   registers and used as the A operand of O += P·V (WGMMA, A from registers),
+// A work tile is 64·C query rows of one (batch, head), C = 2 consumer warpgroups (3 at D=64, see
+// FwdConfig). Warpgroups:
+//   WG0 (producer): gives registers away; one thread issues the TMA loads of each tile's Q and of
+//                   its K and V tiles into an N-stage shared-memory pipeline, last KV tile first.
+//   WG1..WGC (consumers): each owns 64 of the tile's query rows. Per KV tile: S = Q·Kᵀ (WGMMA,
+//                   both operands in shared memory), masking only on tiles that need it, online
+//                   softmax in registers (exp2 with scale·log2e folded in), P converted to 16-bit
+//                   in registers and used as the A operand of O += P·V (WGMMA, A from registers),
 //                   O kept in fp32 registers. O is rescaled only when a row's running max grew.
 // Overlap: inside a consumer warpgroup, S(n) = Q·K(n)ᵀ and O += P(n+1)·V(n+1) are issued together
-// and the softmax of S(n) runs while the P·V GEMM still works; between the two consumer
-// warpgroups, named barriers make them take turns issuing GEMMs (ping-pong), so one's softmax
-// overlaps the other's GEMMs. K and V each flow through a PipelineTmaAsync (full barriers carry
-// the TMA transaction bytes, empty barriers the consumers' releases).
+// and the softmax of S(n) runs while the P·V GEMM still works; between the consumer warpgroups,
+// named barriers make them take turns issuing GEMMs (ping-pong), so one's softmax overlaps the
+// others' GEMMs. K and V each flow through a PipelineTmaAsync (full barriers carry the TMA
+// transaction bytes, empty barriers the consumers' releases).
 // The epilogue normalises O, writes it with direct stores (rows < Sq only) and writes the LSE.
-// Grid: one CTA per (query tile, head, batch), no persistence (see the grid-order note below).
+// Grid: persistent, at most one CTA per SM, each looping over work tiles (sm90_tile_scheduler.h).
+// The K/V pipelines run on across tiles; Q has one buffer, refilled for the next tile as soon as
+// every consumer warp has finished its last Q·Kᵀ of the current one (q_empty), so the next tile's
+// loads overlap the current tile's last P·V and epilogue.
 //
 // The KV loop runs from the last visible KV tile down to tile 0: with the causal mask the tiles
 // that need masking are the first ones visited, so the rest run without mask code.
@@ -33,24 +37,33 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cuda/attention/sm90/sm90_tile_scheduler.h"
+
 namespace attnkit::gpu::sm90 {
 
 using namespace cute;
 
 // Compile-time shape of one variant: tile sizes, shared-memory layouts, MMAs, TMA types.
-template <class Element_, int kHeadDim_, bool kCausal_>
+// kConsumerWGs consumer warpgroups each own 64 query rows of the CTA's tile. At D=64 the GEMMs
+// are short next to the softmax (one exp2 per score whatever D), so three warpgroups take turns:
+// each one's softmax then has two other warpgroups' GEMMs to hide behind.
+// Measured on H100 (FA3 shapes, same run): D=64 with three warpgroups ran 1.01-1.26x faster than
+// with two (least at 512 tokens, 1.14-1.26x from 2k up), causal or not.
+template <class Element_, int kHeadDim_, bool kCausal_, int kConsumerWGs_ = kHeadDim_ == 64 ? 3 : 2>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kCausal = kCausal_;
-  static constexpr int kBlockM = 128;  // two consumer warpgroups x 64 rows
+  static constexpr int kConsumerWGs = kConsumerWGs_;
+  static_assert(kConsumerWGs == 2 || kConsumerWGs == 3);
+  static constexpr int kBlockM = 64 * kConsumerWGs;
   // KV tile and pipeline depth. Per consumer thread O takes D/2 registers, S N/2 and P N/4.
   // Measured on H100 (D=128, 16k): N=176 (and N=80 at D=256) made ptxas split the wgmma batches
   // and lost ~20%, so the tiles stay at 128 (64 at D=256, where Q + 2 stages fill shared memory).
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
   static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
-  static constexpr int kThreads = 384;
-  static constexpr int kConsumerThreads = 256;
+  static constexpr int kConsumerThreads = 128 * kConsumerWGs;
+  static constexpr int kThreads = 128 + kConsumerThreads;
 
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileK = Shape<Int<kBlockN>, Int<kHeadDim>>;
@@ -68,14 +81,14 @@ struct FwdConfig {
       GMMA::Layout_MN_SW128_Atom<Element>{},
       make_shape(Int<kHeadDim>{}, Int<kBlockN>{}, Int<kStages>{})));
 
-  // Two warpgroups stacked along M: thread t of the consumers works on rows 64*(t/128)..+63.
+  // Warpgroups stacked along M: thread t of the consumers works on rows 64*(t/128)..+63.
   using TiledMmaS = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
-      Layout<Shape<_2, _1, _1>>{}));
+      Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
   using TiledMmaO = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>,
                            GMMA::Major::K, GMMA::Major::MN>(),
-      Layout<Shape<_2, _1, _1>>{}));
+      Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
 
   // Global tensors as TMA sees them: (rows, D, heads, batch) for Q and K, (D, rows, heads, batch)
   // for V. Strides in elements; the head dim is contiguous.
@@ -103,8 +116,16 @@ struct FwdConfig {
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
 
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  // setmaxnreg budgets. The CTA keeps the registers it was launched with (65536 / kThreads per
+  // thread, rounded down to 8: 168 or 128); what the producer gives back must cover what the
+  // consumers take, or their setmaxnreg.inc would wait forever:
+  //   2 consumers: (168 - 24) x 128 = (240 - 168) x 256;  3 consumers: (128 - 32) x 128 = (160 - 128) x 384.
+  // (With 24 the three-consumer producer spilled its persistent-loop state; 32 does not.)
+  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
+  static_assert((65536 / kThreads / 8 * 8 - kProducerRegs) * 128 >=
+                    (kConsumerRegs - 65536 / kThreads / 8 * 8) * kConsumerThreads,
+                "the producer must give back at least what the consumers take");
 };
 
 // Every shared-memory object of the kernel, each at a compile-time offset. The 128-byte swizzle
@@ -117,7 +138,8 @@ struct SharedStorage {
   alignas(1024) cute::array_aligned<Element, cosize_v<typename Cfg::SmemLayoutVt>, 1024> v;
   typename Cfg::Pipeline::SharedStorage pipe_k;
   typename Cfg::Pipeline::SharedStorage pipe_v;
-  alignas(8) uint64_t q_full;  // Q tile landed (transaction barrier, used once)
+  alignas(8) uint64_t q_full;   // Q tile landed (transaction barrier, one phase per loaded tile)
+  alignas(8) uint64_t q_empty;  // every consumer warp is done reading Q (one phase per tile)
 
   CUTE_DEVICE auto tensor_q() { return make_tensor(make_smem_ptr(q.data()), typename Cfg::SmemLayoutQ{}); }
   CUTE_DEVICE auto tensor_k() { return make_tensor(make_smem_ptr(k.data()), typename Cfg::SmemLayoutK{}); }
@@ -134,7 +156,7 @@ struct FwdKernelParams {
   float* lse;
   int64_t lse_batch, lse_row, lse_head;
   int sq, sk, hq, hkv, group;
-  int num_m_blocks;
+  StaticPersistentScheduler<Cfg::kCausal> sched;
   float scale_log2;
   int pingpong;  // 1: the consumer warpgroups take turns issuing GEMMs
 };
@@ -180,18 +202,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   extern __shared__ __align__(1024) char smem_raw[];
   auto& ss = *reinterpret_cast<SharedStorage<Cfg>*>(smem_raw);
 
-  // Causal: longest query tiles first (blockIdx.y counts down the query tiles, heads vary fastest).
-  // No mask: query tiles vary fastest, so the CTAs resident at once share one or two heads' K and
-  // V in L2 instead of streaming every head's.
-  const int head = Cfg::kCausal ? blockIdx.x : blockIdx.y;
-  const int m_block = Cfg::kCausal ? p.num_m_blocks - 1 - static_cast<int>(blockIdx.y)
-                                   : static_cast<int>(blockIdx.x);
-  const int batch = blockIdx.z;
-  const int kv_head = head / p.group;
-  const int n_blocks = kv_blocks_for<Cfg>(m_block, p.sq, p.sk);
-
+  const int num_tiles = p.sched.num_tiles();
   const int warp_group = cutlass::canonical_warp_group_idx();
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  using PlainBarrier = cutlass::arch::ClusterBarrier;
 
   typename Pipeline::Params pp;
   pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
@@ -202,6 +216,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   Pipeline pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
   if (threadIdx.x == 0) {
     Barrier::init(&ss.q_full, 1);
+    // Arrivals that free Q: lane 0 of each consumer warp, after its last Q·Kᵀ of the tile completed.
+    PlainBarrier::init(&ss.q_empty, Cfg::kConsumerThreads / cutlass::NumThreadsPerWarp);
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
@@ -213,35 +229,49 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp_group == 0) {
     // ---------------- producer
     cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
-    if (threadIdx.x != 0 || n_blocks == 0) return;
+    if (threadIdx.x != 0) return;
 
-    Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.sq, Int<kD>{}, p.hq, static_cast<int>(gridDim.z)));
-    Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.sk, Int<kD>{}, p.hkv, static_cast<int>(gridDim.z)));
-    Tensor mVt = p.tma_v.get_tma_tensor(make_shape(Int<kD>{}, p.sk, p.hkv, static_cast<int>(gridDim.z)));
-    Tensor gQ = local_tile(mQ(_, _, head, batch), typename Cfg::TileQ{}, make_coord(m_block, _0{}));
-    Tensor gK = local_tile(mK(_, _, kv_head, batch), typename Cfg::TileK{}, make_coord(_, _0{}));
-    Tensor gVt = local_tile(mVt(_, _, kv_head, batch), typename Cfg::TileVt{}, make_coord(_0{}, _));
-
+    const int nb = p.sched.num_batch;
+    Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.sq, Int<kD>{}, p.hq, nb));
+    Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.sk, Int<kD>{}, p.hkv, nb));
+    Tensor mVt = p.tma_v.get_tma_tensor(make_shape(Int<kD>{}, p.sk, p.hkv, nb));
     auto tma_q = p.tma_q.get_slice(0);
     auto tma_k = p.tma_k.get_slice(0);
     auto tma_v = p.tma_v.get_slice(0);
-    Tensor tQg = tma_q.partition_S(gQ);
     Tensor tQs = tma_q.partition_D(sQ);
-    Tensor tKg = tma_k.partition_S(gK);   // (TMA, _, _, n)
-    Tensor tKs = tma_k.partition_D(sK);   // (TMA, _, _, stage)
-    Tensor tVg = tma_v.partition_S(gVt);
+    Tensor tKs = tma_k.partition_D(sK);  // (TMA, _, _, stage)
     Tensor tVs = tma_v.partition_D(sVt);
 
-    Barrier::arrive_and_expect_tx(&ss.q_full, Cfg::kBytesQ);
-    copy(p.tma_q.with(ss.q_full), tQg, tQs);
-
     PipelineState st = cutlass::make_producer_start_state<Pipeline>();
-    for (int n = n_blocks - 1; n >= 0; --n) {
-      pipe_k.producer_acquire(st);
-      copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, _, _, n), tKs(_, _, _, st.index()));
-      pipe_v.producer_acquire(st);
-      copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg(_, _, _, n), tVs(_, _, _, st.index()));
-      ++st;
+    int q_loads = 0;
+    for (int round = 0;; ++round) {
+      const int t = p.sched.tile_index(blockIdx.x, round, gridDim.x);
+      if (t >= num_tiles) break;
+      const WorkTile w = p.sched.tile(t);
+      const int n_blocks = kv_blocks_for<Cfg>(w.m_block, p.sq, p.sk);
+      if (n_blocks == 0) continue;  // the consumers write this tile without reading anything
+      const int kv_head = w.head / p.group;
+      Tensor gQ = local_tile(mQ(_, _, w.head, w.batch), typename Cfg::TileQ{}, make_coord(w.m_block, _0{}));
+      Tensor gK = local_tile(mK(_, _, kv_head, w.batch), typename Cfg::TileK{}, make_coord(_, _0{}));
+      Tensor gVt = local_tile(mVt(_, _, kv_head, w.batch), typename Cfg::TileVt{}, make_coord(_0{}, _));
+      Tensor tQg = tma_q.partition_S(gQ);
+      Tensor tKg = tma_k.partition_S(gK);  // (TMA, _, _, n)
+      Tensor tVg = tma_v.partition_S(gVt);
+      for (int n = n_blocks - 1; n >= 0; --n) {
+        pipe_k.producer_acquire(st);
+        copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, _, _, n), tKs(_, _, _, st.index()));
+        if (n == n_blocks - 1) {
+          // Q goes after the tile's first K: K/V stages free up while the consumers still read
+          // the previous tile's Q, which is released only after its last Q·Kᵀ.
+          if (q_loads > 0) PlainBarrier::wait(&ss.q_empty, (q_loads - 1) & 1);
+          Barrier::arrive_and_expect_tx(&ss.q_full, Cfg::kBytesQ);
+          copy(p.tma_q.with(ss.q_full), tQg, tQs);
+          ++q_loads;
+        }
+        pipe_v.producer_acquire(st);
+        copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg(_, _, _, n), tVs(_, _, _, st.index()));
+        ++st;
+      }
     }
     pipe_k.producer_tail(st);
     pipe_v.producer_tail(st);
@@ -282,16 +312,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                 decltype(stride<0, 2>(tSrS.layout()))::value == 4, "accumulator must be compact");
   Tensor tOrP = make_tensor<Element>(PLayout{});
 
-  clear(tOrO);
   float row_max[kRows], row_sum[kRows];
-  for (int r = 0; r < kRows; ++r) {
-    row_max[r] = -INFINITY;
-    row_sum[r] = 0.f;
-  }
   const float scale_log2 = p.scale_log2;
   // Query row r of the sequence sits at position r + sk - sq; keys beyond it are hidden (causal).
-  const int row0 = m_block * kBlockM;
   const int diag_offset = p.sk - p.sq;
+  int row0 = 0;  // first query row of the current work tile
 
   // GEMM issue helpers: they only issue and commit one wgmma batch; the caller waits.
   auto issue_s = [&](int stage) CUTLASS_LAMBDA_FUNC_INLINE {
@@ -329,25 +354,35 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         if (hidden) S(i) = -INFINITY;
       }
     }
+    // Row max and row sum in kAcc interleaved partial chains: one chain of N/4 dependent FMNMX or
+    // FADD per row sat on the softmax's critical path, which ping-pong must fit under the other
+    // warpgroups' GEMMs.
+    constexpr int kCols = decltype(size<1>(S))::value;
+    constexpr int kAcc = 4;  // the combines below add and compare exactly four partials
+    static_assert(kCols % kAcc == 0);
     bool rescale = false;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      float mx = row_max[r];
+      float part[kAcc];
       CUTE_UNROLL
-      for (int c = 0; c < size<1>(S); ++c) mx = fmaxf(mx, S(r, c));
+      for (int a = 0; a < kAcc; ++a) part[a] = row_max[r];
+      CUTE_UNROLL
+      for (int c = 0; c < kCols; ++c) part[c % kAcc] = fmaxf(part[c % kAcc], S(r, c));
+      float mx = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
       mx = quad_max(mx);
       // A row that has seen no visible key keeps max -inf; subtract 0 then so exp2 gives 0, not NaN.
       const float mx_scaled = mx == -INFINITY ? 0.f : mx * scale_log2;
       corr[r] = mx == row_max[r] ? 1.f : exp2f(row_max[r] * scale_log2 - mx_scaled);
       rescale |= mx != row_max[r];
       row_max[r] = mx;
-      float sum = 0.f;
       CUTE_UNROLL
-      for (int c = 0; c < size<1>(S); ++c) {
+      for (int a = 0; a < kAcc; ++a) part[a] = 0.f;
+      CUTE_UNROLL
+      for (int c = 0; c < kCols; ++c) {
         S(r, c) = exp2f(S(r, c) * scale_log2 - mx_scaled);
-        sum += S(r, c);
+        part[c % kAcc] += S(r, c);
       }
-      row_sum[r] = row_sum[r] * corr[r] + sum;
+      row_sum[r] = row_sum[r] * corr[r] + ((part[0] + part[1]) + (part[2] + part[3]));
     }
     return rescale;
   };
@@ -371,111 +406,143 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     warpgroup_fence_operand(tOrP);
   };
+  // After this warp's last Q·Kᵀ of a tile completed: lane 0 frees Q for the producer.
+  auto release_q = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
+    if (threadIdx.x % cutlass::NumThreadsPerWarp == 0) PlainBarrier::arrive(&ss.q_empty);
+  };
 
-  // Ping-pong between the two consumer warpgroups: each issues its GEMMs only in its turn (named
-  // barrier kTurn + wg), then hands the turn over, so one's softmax overlaps the other's GEMMs.
-  // Every "slot" (a batch of GEMM issues) is bracketed by turn_begin / turn_end. Consumer 1 opens
-  // by handing consumer 0 the first turn and skips the hand-over after its last slot, so every
-  // arrive is matched by a sync.
+  // Ping-pong (round robin with three) between the consumer warpgroups: each issues its GEMMs
+  // only in its turn (named barrier kTurn + wg, shared by that warpgroup and the one before it),
+  // then hands the turn to the next, so one's softmax overlaps the others' GEMMs. Every "slot" (a
+  // batch of GEMM issues) is bracketed by turn_begin / turn_end. All warpgroups walk the same
+  // tiles with the same number of slots, so the turns rotate across tiles too. The last consumer
+  // opens by handing consumer 0 the first turn; consumer 0 takes the hand-over that follows the
+  // last consumer's very last slot after the tile loop, so every arrive is matched by a sync.
+  constexpr int kWGs = Cfg::kConsumerWGs;
+  constexpr int kTurnThreads = 2 * cutlass::NumThreadsPerWarpGroup;
   const int wg = tidx / cutlass::NumThreadsPerWarpGroup;
   const bool pingpong = p.pingpong != 0;
   auto turn_begin = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
-    if (pingpong) cutlass::arch::NamedBarrier::sync(Cfg::kConsumerThreads, kTurnBarrier + wg);
+    if (pingpong) cutlass::arch::NamedBarrier::sync(kTurnThreads, kTurnBarrier + wg);
   };
-  auto turn_end = [&](bool last) CUTLASS_LAMBDA_FUNC_INLINE {
-    if (pingpong && !(last && wg == 1))
-      cutlass::arch::NamedBarrier::arrive(Cfg::kConsumerThreads, kTurnBarrier + (1 - wg));
+  auto turn_end = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
+    if (pingpong)
+      cutlass::arch::NamedBarrier::arrive(kTurnThreads, kTurnBarrier + (wg + 1 == kWGs ? 0 : wg + 1));
   };
 
-  // Tiles that need the mask: the one holding key sk-1 (when sk is not a multiple of the tile),
-  // and under causal every tile reaching past the first row's diagonal. Tiles [masked_from,
-  // n_blocks) are masked; the loop visits them first.
-  int masked_from = n_blocks;
-  if (p.sk % kBlockN != 0) masked_from = min(masked_from, p.sk / kBlockN);
-  if constexpr (Cfg::kCausal) {
-    // Tile t is fully visible when its last key t*N + N-1 <= row0 + diag_offset.
-    const int last_full = row0 + diag_offset - (kBlockN - 1);
-    masked_from = min(masked_from, last_full < 0 ? 0 : last_full / kBlockN + 1);
-  }
+  PipelineState st_k, st_v;  // run on across tiles, like the producer's
+  int q_loads = 0;
+  for (int round = 0;; ++round) {
+    const int t = p.sched.tile_index(blockIdx.x, round, gridDim.x);
+    if (t >= num_tiles) break;
+    const WorkTile w = p.sched.tile(t);
+    const int n_blocks = kv_blocks_for<Cfg>(w.m_block, p.sq, p.sk);
+    row0 = w.m_block * kBlockM;
+    clear(tOrO);
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.f;
+    }
 
-  if (n_blocks > 0) {
-    Barrier::wait(&ss.q_full, 0);
-    if (pingpong && wg == 1) cutlass::arch::NamedBarrier::arrive(Cfg::kConsumerThreads, kTurnBarrier + 0);
+    // Tiles that need the mask: the one holding key sk-1 (when sk is not a multiple of the tile),
+    // and under causal every tile reaching past the first row's diagonal. Tiles [masked_from,
+    // n_blocks) are masked; the loop visits them first.
+    int masked_from = n_blocks;
+    if (p.sk % kBlockN != 0) masked_from = min(masked_from, p.sk / kBlockN);
+    if constexpr (Cfg::kCausal) {
+      // Tile t is fully visible when its last key t*N + N-1 <= row0 + diag_offset.
+      const int last_full = row0 + diag_offset - (kBlockN - 1);
+      masked_from = min(masked_from, last_full < 0 ? 0 : last_full / kBlockN + 1);
+    }
 
-    // Prologue: S for the first (last-in-sequence) tile, alone.
-    PipelineState st_k, st_v;
-    int n = n_blocks - 1;
-    pipe_k.consumer_wait(st_k);
-    turn_begin();
-    issue_s(st_k.index());
-    turn_end(false);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tSrS);
-    pipe_k.consumer_release(st_k);
-    ++st_k;
-    if (n >= masked_from) softmax(n, cute::true_type{});
-    else softmax(n, cute::false_type{});
-    convert_p();
+    if (n_blocks > 0) {
+      Barrier::wait(&ss.q_full, q_loads & 1);
+      if (pingpong && wg == kWGs - 1 && q_loads == 0)
+        cutlass::arch::NamedBarrier::arrive(kTurnThreads, kTurnBarrier + 0);
+      ++q_loads;
 
-    // Steady state: S(n) = Q·K(n)ᵀ and O += P(n+1)·V(n+1) in flight together; the softmax of
-    // S(n) runs while the P·V GEMM still works.
-    auto step = [&](int n, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
+      // Prologue: S for the first (last-in-sequence) tile, alone.
+      int n = n_blocks - 1;
       pipe_k.consumer_wait(st_k);
-      pipe_v.consumer_wait(st_v);
       turn_begin();
       issue_s(st_k.index());
-      issue_o(st_v.index());
-      turn_end(false);
-      warpgroup_wait<1>();
+      turn_end();
+      warpgroup_wait<0>();
       warpgroup_fence_operand(tSrS);
       pipe_k.consumer_release(st_k);
       ++st_k;
-      const bool rescale = softmax(n, masked);
+      if (n == 0) release_q();
+      bool rescale = n >= masked_from ? softmax(n, cute::true_type{}) : softmax(n, cute::false_type{});
+      convert_p();
+
+      // Steady state: S(n) = Q·K(n)ᵀ and O += P(n+1)·V(n+1) in flight together; the softmax of
+      // S(n) runs while the P·V GEMM still works. O's rescale for P(n+1) (factors from the
+      // previous softmax) runs in the shadow of the Q·K(n)ᵀ GEMM, before P·V reads O.
+      auto step = [&](int n, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
+        pipe_k.consumer_wait(st_k);
+        pipe_v.consumer_wait(st_v);
+        turn_begin();
+        issue_s(st_k.index());
+        if (rescale) rescale_o();
+        issue_o(st_v.index());
+        turn_end();
+        warpgroup_wait<1>();
+        warpgroup_fence_operand(tSrS);
+        pipe_k.consumer_release(st_k);
+        ++st_k;
+        if (n == 0) release_q();
+        rescale = softmax(n, masked);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        pipe_v.consumer_release(st_v);
+        ++st_v;
+        convert_p();
+      };
+      for (--n; n >= 0 && n >= masked_from; --n) step(n, cute::true_type{});
+      for (; n >= 0; --n) step(n, cute::false_type{});
+
+      // Epilogue of the loop: the last P·V.
+      pipe_v.consumer_wait(st_v);
+      turn_begin();
+      if (rescale) rescale_o();
+      issue_o(st_v.index());
+      turn_end();
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
       pipe_v.consumer_release(st_v);
       ++st_v;
-      if (rescale) rescale_o();
-      convert_p();
-    };
-    for (--n; n >= 0 && n >= masked_from; --n) step(n, cute::true_type{});
-    for (; n >= 0; --n) step(n, cute::false_type{});
-
-    // Epilogue of the loop: the last P·V.
-    pipe_v.consumer_wait(st_v);
-    turn_begin();
-    issue_o(st_v.index());
-    turn_end(true);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tOrO);
-    pipe_v.consumer_release(st_v);
-  }
-  // ---------------- epilogue
-  const int64_t o_base = batch * p.o_batch + head * p.o_head;
-  const float kLn2 = 0.69314718055994530942f;
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    const float sum = quad_sum(row_sum[r]);
-    const bool empty = !(sum > 0.f);
-    const float inv = empty ? 0.f : 1.f / sum;
-    const int row = row0 + get<0>(cOrc(r, 0));
-    if (row < p.sq) {
-      Element* out = p.o + o_base + row * p.o_row;
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(O); c += 2) {
-        const int col = get<1>(cOrc(r, c));
-        cutlass::NumericArrayConverter<Element, float, 2> cvt;
-        cutlass::Array<float, 2> v;
-        v[0] = O(r, c) * inv;
-        v[1] = O(r, c + 1) * inv;
-        *reinterpret_cast<cutlass::Array<Element, 2>*>(out + col) = cvt(v);
-      }
-      if (p.lse != nullptr && get<1>(cOrc(r, 0)) == 0) {
-        const float lse = empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * kLn2;
-        p.lse[batch * p.lse_batch + row * p.lse_row + head * p.lse_head] = lse;
+    }
+    // ---------------- epilogue of the tile
+    const int64_t o_base = w.batch * p.o_batch + w.head * p.o_head;
+    const float kLn2 = 0.69314718055994530942f;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const float sum = quad_sum(row_sum[r]);
+      const bool empty = !(sum > 0.f);
+      const float inv = empty ? 0.f : 1.f / sum;
+      const int row = row0 + get<0>(cOrc(r, 0));
+      if (row < p.sq) {
+        Element* out = p.o + o_base + row * p.o_row;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(O); c += 2) {
+          const int col = get<1>(cOrc(r, c));
+          cutlass::NumericArrayConverter<Element, float, 2> cvt;
+          cutlass::Array<float, 2> v;
+          v[0] = O(r, c) * inv;
+          v[1] = O(r, c + 1) * inv;
+          *reinterpret_cast<cutlass::Array<Element, 2>*>(out + col) = cvt(v);
+        }
+        if (p.lse != nullptr && get<1>(cOrc(r, 0)) == 0) {
+          const float lse = empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * kLn2;
+          p.lse[w.batch * p.lse_batch + row * p.lse_row + w.head * p.lse_head] = lse;
+        }
       }
     }
   }
+  // The last consumer's last slot handed the turn to consumer 0; take it so no arrive is left
+  // pending.
+  if (pingpong && wg == 0 && q_loads > 0) cutlass::arch::NamedBarrier::sync(kTurnThreads, kTurnBarrier + 0);
 #endif
 }
 

@@ -8,6 +8,9 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "attnkit/status.h"
 #include "cuda/attention/sm90/sm90_fwd_params.h"
 #include "cuda/common/cuda_check.h"
@@ -40,20 +43,30 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
                         make_shape(Int<kHeadDim>{}, a.sk, a.hkv, a.batch),
                         make_stride(_1{}, a.v_row, fix(a.v_head, a.hkv, a.v_row),
                                     fix(a.v_batch, a.batch, a.v_row)));
-  const int num_m_blocks = (a.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  StaticPersistentScheduler<kCausal> sched;
+  sched.num_m_blocks = (a.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  sched.num_heads = a.hq;
+  sched.num_batch = a.batch;
+  const int64_t num_tiles = int64_t{sched.num_m_blocks} * a.hq * a.batch;
+  if (num_tiles >= (int64_t{1} << 30))
+    return Status::Unsupported("sm90 attention: 2^30 or more work tiles");
+  // Persistent grid: one CTA per SM (shared memory allows no more), never more CTAs than tiles.
+  int device = 0, sms = 0;
+  ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
+  ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   Params p{make_tma_copy(SM90_TMA_LOAD{}, q, typename Cfg::SmemLayoutQ{}),
            make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(typename Cfg::SmemLayoutK{})),
            make_tma_copy(SM90_TMA_LOAD{}, vt, take<0, 2>(typename Cfg::SmemLayoutVt{})),
            static_cast<Element*>(a.o), a.o_batch, a.o_row, a.o_head,
            a.lse, a.lse_batch, a.lse_row, a.lse_head,
-           a.sq, a.sk, a.hq, a.hkv, a.hq / a.hkv, num_m_blocks,
+           a.sq, a.sk, a.hq, a.hkv, a.hq / a.hkv, sched,
            a.scale * 1.4426950408889634f, a.pingpong ? 1 : 0};
 
   auto kernel = &sm90_fwd_kernel<Cfg>;
   constexpr int kSmem = static_cast<int>(sizeof(SharedStorage<Cfg>));
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds the 227 KB a Hopper CTA can have");
   ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  const dim3 grid = kCausal ? dim3(a.hq, num_m_blocks, a.batch) : dim3(num_m_blocks, a.hq, a.batch);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(num_tiles, sms)));
   kernel<<<grid, Cfg::kThreads, kSmem, stream>>>(p);
   ATTNKIT_CUDA_CHECK_LAUNCH("sm90_fwd_kernel");
   return Status::Ok();
