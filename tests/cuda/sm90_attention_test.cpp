@@ -89,9 +89,9 @@ TEST(Sm90Prefill, CausalSqLongerThanSkHasEmptyRows) {
 TEST(Sm90Prefill, PersistentGridWithManyTilesPerCta) {
   SKIP_UNLESS_HOPPER();
   // More work tiles (128 query rows of one head) than an H100 has SMs, so each CTA of the
-  // persistent grid walks several tiles through the same K/V pipelines and one Q buffer; the
-  // causal cases with Sq >> Sk mix tiles that see no key (written without loading anything) with
-  // tiles that do, inside one CTA's sequence.
+  // persistent grid (no mask) walks several tiles through the same K/V pipelines and one Q buffer;
+  // the causal cases (one CTA per tile, longest first) with Sq >> Sk mix tiles that see no key
+  // (written without loading anything) with tiles that do.
   uint64_t seed = 3500;
   for (int d : {64, 128, 256})
     for (bool causal : {false, true}) {

@@ -43,14 +43,15 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
                         make_shape(Int<kHeadDim>{}, a.sk, a.hkv, a.batch),
                         make_stride(_1{}, a.v_row, fix(a.v_head, a.hkv, a.v_row),
                                     fix(a.v_batch, a.batch, a.v_row)));
-  StaticPersistentScheduler<kCausal> sched;
+  SchedulerFor<kCausal> sched;
   sched.num_m_blocks = (a.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   sched.num_heads = a.hq;
   sched.num_batch = a.batch;
   const int64_t num_tiles = int64_t{sched.num_m_blocks} * a.hq * a.batch;
   if (num_tiles >= (int64_t{1} << 30))
     return Status::Unsupported("sm90 attention: 2^30 or more work tiles");
-  // Persistent grid: one CTA per SM (shared memory allows no more), never more CTAs than tiles.
+  // The scheduler sizes the grid: persistent (one CTA per SM, as shared memory allows no more)
+  // or one CTA per tile (causal).
   int device = 0, sms = 0;
   ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
   ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -66,7 +67,7 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr int kSmem = static_cast<int>(sizeof(SharedStorage<Cfg>));
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds the 227 KB a Hopper CTA can have");
   ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(num_tiles, sms)));
+  const dim3 grid(static_cast<unsigned>(decltype(sched)::grid(static_cast<int>(num_tiles), sms)));
   kernel<<<grid, Cfg::kThreads, kSmem, stream>>>(p);
   ATTNKIT_CUDA_CHECK_LAUNCH("sm90_fwd_kernel");
   return Status::Ok();
