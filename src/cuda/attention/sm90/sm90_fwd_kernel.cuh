@@ -16,7 +16,7 @@
 // transaction bytes, empty barriers the consumers' releases).
 // The epilogue normalises O, writes it with direct stores (rows < Sq only) and writes the LSE.
 // Grid: from the scheduler (sm90_tile_scheduler.h): persistent, at most one CTA per SM looping over
-// work tiles (no mask), or one CTA per tile, longest first (causal).
+// work tiles (no mask, and causal at d64), or one CTA per tile, longest first (causal).
 // The K/V pipelines run on across tiles; Q has one buffer, refilled for the next tile as soon as
 // every consumer warp has finished its last Q·Kᵀ of the current one (q_empty), so the next tile's
 // loads overlap the current tile's last P·V and epilogue.
@@ -157,7 +157,7 @@ struct FwdKernelParams {
   float* lse;
   int64_t lse_batch, lse_row, lse_head;
   int sq, sk, hq, hkv, group;
-  SchedulerFor<Cfg::kCausal> sched;
+  SchedulerFor<Cfg::kHeadDim, Cfg::kCausal> sched;
   float scale_log2;
   int pingpong;  // 1: the consumer warpgroups take turns issuing GEMMs
 };

@@ -43,7 +43,7 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
                         make_shape(Int<kHeadDim>{}, a.sk, a.hkv, a.batch),
                         make_stride(_1{}, a.v_row, fix(a.v_head, a.hkv, a.v_row),
                                     fix(a.v_batch, a.batch, a.v_row)));
-  SchedulerFor<kCausal> sched;
+  SchedulerFor<kHeadDim, kCausal> sched;
   sched.num_m_blocks = (a.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   sched.num_heads = a.hq;
   sched.num_batch = a.batch;
@@ -51,7 +51,7 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   if (num_tiles >= (int64_t{1} << 30))
     return Status::Unsupported("sm90 attention: 2^30 or more work tiles");
   // The scheduler sizes the grid: persistent (one CTA per SM, as shared memory allows no more)
-  // or one CTA per tile (causal).
+  // or one CTA per tile (causal at d128/d256).
   int device = 0, sms = 0;
   ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
   ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));

@@ -1,5 +1,5 @@
 // Work tiles of the Hopper prefill kernel (one tile = kBlockM query rows of one (batch, head)),
-// and the two schedulers that hand them out. The kernel loops: CTA `cta` takes tile
+// and the three schedulers that hand them out. The kernel loops: CTA `cta` takes tile
 // tile_index(cta, round, grid) in round 0, 1, ... until the index passes num_tiles().
 //
 // PersistentScheduler (no mask): one CTA per SM, each taking one tile per round, so the producer
@@ -7,11 +7,17 @@
 //   does not pay a CTA launch, prologue and epilogue per tile. Order: query tiles fastest, then
 //   heads, then batch, so the CTAs resident at once work on one or two heads, whose K and V stay
 //   in L2. All tiles cost the same, so a static round robin is balanced.
-// LongestFirstScheduler (causal): one CTA per tile, query tiles from the last (longest) to the
-//   first, then heads, then batch. Causal tiles cost from one key block to the whole row; the
+// LongestFirstScheduler (causal, d128/d256): one CTA per tile, query tiles from the last
+//   (longest) to the first, then heads, then batch. Causal tiles cost from one key block to the whole row; the
 //   hardware hands each CTA to the first SM that frees up, which balances them with no counter in
 //   a workspace. (A static persistent order measured 10-25% slower on H100 for causal at d128/256:
 //   per-CTA work differed and K/V locality suffered.)
+// PersistentLongestFirstScheduler (causal, head dim 64): persistent again, because at d64 a tile is
+//   so short that the per-CTA prologue/epilogue dominates (persistent measured 0.78-0.82x cuDNN at
+//   s512-1k against 0.64-0.70x one CTA per tile). Order: heads fastest, then query tiles longest
+//   first, then batch; rounds alternate direction ("snake": CTA c takes r·grid + c on even rounds,
+//   r·grid + grid-1-c on odd ones), as a plain round robin would give CTA 0 the longest tile of
+//   every round.
 #pragma once
 
 #include <cstdint>
@@ -67,8 +73,31 @@ struct LongestFirstScheduler {
   }
 };
 
-template <bool kCausal>
-using SchedulerFor = std::conditional_t<kCausal, LongestFirstScheduler, PersistentScheduler>;
+struct PersistentLongestFirstScheduler {
+  int num_m_blocks = 0;
+  int num_heads = 0;
+  int num_batch = 0;
+
+  ATTNKIT_SM90_HD int num_tiles() const { return num_m_blocks * num_heads * num_batch; }
+  static int grid(int num_tiles, int sms) { return num_tiles < sms ? num_tiles : sms; }
+  ATTNKIT_SM90_HD int tile_index(int cta, int round, int grid) const {
+    return round * grid + ((round & 1) ? grid - 1 - cta : cta);
+  }
+  ATTNKIT_SM90_HD WorkTile tile(int idx) const {
+    WorkTile t;
+    t.head = idx % num_heads;
+    idx /= num_heads;
+    t.m_block = num_m_blocks - 1 - idx % num_m_blocks;
+    t.batch = idx / num_m_blocks;
+    return t;
+  }
+};
+
+// The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes).
+template <int kHeadDim, bool kCausal>
+using SchedulerFor = std::conditional_t<
+    !kCausal, PersistentScheduler,
+    std::conditional_t<kHeadDim == 64, PersistentLongestFirstScheduler, LongestFirstScheduler>>;
 
 }  // namespace attnkit::gpu::sm90
 
