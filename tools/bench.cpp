@@ -376,15 +376,7 @@ Flags make_flags() {
 
 int bench_main(const std::vector<std::string>& args) {
   Flags f = make_flags();
-  Status st = f.parse(args);
-  if (!st.ok()) {
-    std::fprintf(stderr, "attnkit bench: %s\n(see attnkit bench --help)\n", st.message().c_str());
-    return kExitUsage;
-  }
-  if (f.help_requested()) {
-    std::printf("%s", f.help().c_str());
-    return kExitOk;
-  }
+  if (const auto done = parse_command_flags(f, args, "bench")) return *done;
   Env env;
   if (!parse_backend(f.str("backend"), &env.backend)) {
     std::fprintf(stderr, "attnkit bench: --backend must be auto, cpu, cuda-portable or cuda-sm90\n");

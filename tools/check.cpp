@@ -552,17 +552,9 @@ Status build_gdn_case(const Flags& f, bool decode, GdnCase* c) {
 
 int check_main(const std::vector<std::string>& args) {
   Flags f = make_flags();
-  Status st = f.parse(args);
-  if (!st.ok()) {
-    std::fprintf(stderr, "attnkit check: %s\n(see attnkit check --help)\n", st.message().c_str());
-    return kExitUsage;
-  }
-  if (f.help_requested()) {
-    std::printf("%s", f.help().c_str());
-    return kExitOk;
-  }
+  if (const auto done = parse_command_flags(f, args, "check")) return *done;
   Mode mode;
-  st = build_mode(f, &mode);
+  Status st = build_mode(f, &mode);
   if (!st.ok()) {
     std::fprintf(stderr, "attnkit check: %s\n", st.message().c_str());
     return kExitUsage;

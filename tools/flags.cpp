@@ -1,5 +1,7 @@
 #include "flags.h"
 
+#include "commands.h"
+
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -196,6 +198,21 @@ std::vector<int64_t> Flags::int_list(const std::string& name) const {
   std::vector<int64_t> v;
   parse_int_list(get(name, FlagType::kIntList).value, &v);
   return v;
+}
+
+std::optional<int> parse_command_flags(Flags& f, const std::vector<std::string>& args,
+                                       const char* command) {
+  const Status st = f.parse(args);
+  if (!st.ok()) {
+    std::fprintf(stderr, "attnkit %s: %s\n(see attnkit %s --help)\n", command, st.message().c_str(),
+                 command);
+    return kExitUsage;
+  }
+  if (f.help_requested()) {
+    std::printf("%s", f.help().c_str());
+    return kExitOk;
+  }
+  return std::nullopt;
 }
 
 }  // namespace attnkit::cli

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,12 @@ class Flags {
   std::vector<std::pair<std::string, std::string>> order_;  // (section title or "", flag name)
   bool help_ = false;
 };
+
+// A command's start: parses `args` into `f`. Returns the exit code to end with, after printing
+// what it must (a bad flag: the reason and a pointer to `attnkit <command> --help`, exit 2;
+// --help: the help text, exit 0), or nothing when the command goes on.
+std::optional<int> parse_command_flags(Flags& f, const std::vector<std::string>& args,
+                                       const char* command);
 
 // Value parsers shared with the commands (a whole-string match, or false).
 bool parse_int(const std::string& s, int64_t* out);
