@@ -77,7 +77,7 @@ for label in args.cases.split(","):
         for name, t in (("q.bf16", q), ("k.bf16", k), ("v.bf16", v), ("g.f32", g), ("beta.bf16", beta)):
             save(t, os.path.join(d, name))
         shape = ["--seqlen", str(T)] if len(lens) == 1 else ["--varlen", ",".join(map(str, lens))]
-        cmd = [args.attnkit, "gdn-files", "--dir", d, "--heads", str(H), "--v-heads", str(HV)] + shape
+        cmd = [args.attnkit, "gdn-files", "--dir", d, "--heads", str(H), "--heads-v", str(HV)] + shape
         r = subprocess.run(cmd, capture_output=True, text=True)
         print(r.stdout, end="")
         if r.returncode != 0:

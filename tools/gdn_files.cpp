@@ -35,7 +35,7 @@ Flags make_flags() {
       .add("seqlen", FlagType::kInt, "", "tokens of the one sequence (or give --varlen)")
       .add("varlen", FlagType::kIntList, "", "ragged batch: comma list of sequence lengths")
       .add("heads", FlagType::kInt, "16", "q/k heads H")
-      .add("v-heads", FlagType::kInt, "32", "value heads HV (a multiple of H)")
+      .add("heads-v", FlagType::kInt, "32", "value heads HV (a multiple of H)")
       .add("dim-k", FlagType::kInt, "128", "K")
       .add("dim-v", FlagType::kInt, "128", "V")
       .add("scale", FlagType::kFloat, "0", "output scale (0 = K^-1/2)")
@@ -76,7 +76,7 @@ Status run(const Flags& f) {
   if (c.varlen.empty() == !f.given("seqlen")) return Status::Invalid("give exactly one of --seqlen and --varlen");
   if (f.given("seqlen")) c.seqlen = f.integer("seqlen");
   c.heads = static_cast<int>(f.integer("heads"));
-  c.heads_v = static_cast<int>(f.integer("v-heads"));
+  c.heads_v = static_cast<int>(f.integer("heads-v"));
   c.dim_k = static_cast<int>(f.integer("dim-k"));
   c.dim_v = static_cast<int>(f.integer("dim-v"));
   c.scale = static_cast<float>(f.number("scale"));
@@ -163,16 +163,8 @@ Status run(const Flags& f) {
 
 int gdn_files_main(const std::vector<std::string>& args) {
   Flags f = make_flags();
-  Status st = f.parse(args);
-  if (!st.ok()) {
-    std::fprintf(stderr, "attnkit gdn-files: %s\n(see attnkit gdn-files --help)\n", st.message().c_str());
-    return kExitUsage;
-  }
-  if (f.help_requested()) {
-    std::printf("%s", f.help().c_str());
-    return kExitOk;
-  }
-  st = run(f);
+  if (const auto done = parse_command_flags(f, args, "gdn-files")) return *done;
+  const Status st = run(f);
   if (!st.ok()) {
     std::fprintf(stderr, "attnkit gdn-files: %s\n", st.message().c_str());
     if (st.code() == StatusCode::kInvalidArgument) return kExitUsage;

@@ -48,7 +48,7 @@ def read_f32(path):
 
 def run(binary, d, extra=()):
     cmd = [binary, "gdn-files", "--dir", d, "--varlen", ",".join(map(str, LENS)), "--heads", str(H),
-           "--v-heads", str(HV), "--dim-k", str(K), "--dim-v", str(V), "--backend", "cpu", *extra]
+           "--heads-v", str(HV), "--dim-k", str(K), "--dim-v", str(V), "--backend", "cpu", *extra]
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
