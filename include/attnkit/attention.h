@@ -61,7 +61,10 @@ struct AttentionArgs {
   float softcap = 0.f;       // > 0: s <- cap * tanh(s / cap), on the scaled score
   TensorView alibi_slopes;   // optional fp32 [Hq]: s <- s - slope[h] * |p - j|, after softcap
   TensorView sinks;          // optional fp32 [Hq]: a logit added to the denominator only
-  int num_splits = 0;        // split-KV: 0 = the library decides, 1 = no split, n > 1 = n splits
+  // split-KV: 0 = the library decides, 1 = no split, n > 1 = n splits, capped where the kernel
+  // supports fewer (the portable combine merges at most 128; grid limits). Results agree across
+  // split counts within the op's tolerance. AttentionPlan::num_splits says what runs.
+  int num_splits = 0;
 };
 
 // What a call will run: computed once on the host, reusable across calls with the same shapes
