@@ -1,0 +1,100 @@
+// The Hopper prefill kernel's tile schedulers are plain host/device arithmetic: their contract
+// (every work tile handed out exactly once, over the grid each one asks for, in the order its
+// comment promises) is checked here, where CI runs it, by replaying the kernel's loop.
+#include <gtest/gtest.h>
+
+#include <iterator>
+#include <vector>
+
+#include "cuda/attention/sm90/sm90_tile_scheduler.h"
+
+namespace {
+
+using attnkit::gpu::sm90::LongestFirstScheduler;
+using attnkit::gpu::sm90::PersistentLongestFirstScheduler;
+using attnkit::gpu::sm90::PersistentScheduler;
+using attnkit::gpu::sm90::WorkTile;
+
+struct Shape {
+  int m_blocks, heads, batch;
+};
+constexpr Shape kShapes[] = {{1, 1, 1}, {4, 16, 4}, {128, 16, 1}, {3, 40, 2}, {9, 7, 5}, {32, 1, 33}};
+constexpr int kSms[] = {1, 7, 132};
+
+// Replays the kernel's loop (CTA c takes tile_index(c, round, grid) until it passes the count)
+// and returns, per (batch, head, m_block), how often it was handed out; `order` gets the tiles
+// of round 0 in CTA order.
+template <class Sched>
+std::vector<int> replay(const Sched& s, int sms, std::vector<WorkTile>* order) {
+  const int grid = Sched::grid(s.num_tiles(), sms);
+  EXPECT_GE(grid, 1);
+  EXPECT_LE(grid, s.num_tiles());
+  std::vector<int> seen(static_cast<size_t>(s.num_tiles()), 0);
+  for (int cta = 0; cta < grid; ++cta)
+    for (int round = 0;; ++round) {
+      const int t = s.tile_index(cta, round, grid);
+      if (t >= s.num_tiles()) break;
+      EXPECT_GE(t, 0);
+      const WorkTile w = s.tile(t);
+      EXPECT_TRUE(w.m_block >= 0 && w.m_block < s.num_m_blocks && w.head >= 0 &&
+                  w.head < s.num_heads && w.batch >= 0 && w.batch < s.num_batch);
+      ++seen[(static_cast<size_t>(w.batch) * s.num_heads + w.head) * s.num_m_blocks + w.m_block];
+      if (round == 0 && order) order->push_back(w);
+    }
+  return seen;
+}
+
+template <class Sched>
+void expect_each_tile_once(int* checked) {
+  for (const Shape& sh : kShapes)
+    for (int sms : kSms) {
+      Sched s;
+      s.num_m_blocks = sh.m_blocks;
+      s.num_heads = sh.heads;
+      s.num_batch = sh.batch;
+      const std::vector<int> seen = replay(s, sms, nullptr);
+      for (size_t i = 0; i < seen.size(); ++i)
+        ASSERT_EQ(seen[i], 1) << "tile " << i << " of " << sh.m_blocks << "x" << sh.heads << "x"
+                              << sh.batch << " with " << sms << " SMs";
+      ++*checked;
+    }
+}
+
+TEST(Sm90TileScheduler, EveryTileExactlyOnce) {
+  int checked = 0;
+  expect_each_tile_once<PersistentScheduler>(&checked);
+  expect_each_tile_once<LongestFirstScheduler>(&checked);
+  expect_each_tile_once<PersistentLongestFirstScheduler>(&checked);
+  EXPECT_EQ(checked, 3 * static_cast<int>(std::size(kShapes)) * static_cast<int>(std::size(kSms)));
+}
+
+TEST(Sm90TileScheduler, GridSizes) {
+  EXPECT_EQ(PersistentScheduler::grid(1000, 132), 132);
+  EXPECT_EQ(PersistentScheduler::grid(5, 132), 5);
+  EXPECT_EQ(PersistentLongestFirstScheduler::grid(1000, 132), 132);
+  EXPECT_EQ(LongestFirstScheduler::grid(1000, 132), 1000);  // one CTA per tile
+}
+
+// Causal tiles handed to CTAs in launch order must start with the longest (the last query tile),
+// so the short ones fill the gaps at the end.
+TEST(Sm90TileScheduler, LongestFirstStartsWithTheLastQueryTile) {
+  LongestFirstScheduler s;
+  s.num_m_blocks = 8;
+  s.num_heads = 4;
+  s.num_batch = 2;
+  std::vector<WorkTile> order;
+  replay(s, 132, &order);
+  ASSERT_EQ(order.size(), 64u);
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i].m_block, 7 - static_cast<int>(i % 8)) << i;
+
+  PersistentLongestFirstScheduler p;
+  p.num_m_blocks = 8;
+  p.num_heads = 4;
+  p.num_batch = 2;
+  order.clear();
+  replay(p, 16, &order);  // round 0: query tiles 7, 6, 5, 4, each for the 4 heads
+  ASSERT_EQ(order.size(), 16u);
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i].m_block, 7 - static_cast<int>(i / 4)) << i;
+}
+
+}  // namespace
