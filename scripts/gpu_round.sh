@@ -151,7 +151,7 @@ fi
 # ---- summary (printed last) and results
 ROUND_DT=$(($(date +%s) - ROUND_T0))
 {
-  echo "gpu_round summary: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nvidia-smi -L 2>/dev/null | head -1 | cut -c1-60), git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "gpu_round summary: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nvidia-smi -L 2>/dev/null | head -1 | cut -c1-60), tree $(scripts/tree_hash.sh 2>/dev/null || echo '?') (scripts/tree_hash.sh on a commit gives the same for the same sources)"
   printf '%-7s %-18s %6s  %s\n' phase status secs note
   printf '%-7s %-18s %6s  %s\n' ------- ------------------ ------ ----
   for row in "${SUMMARY[@]}"; do
