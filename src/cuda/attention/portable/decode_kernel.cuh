@@ -9,10 +9,12 @@
 // of a key half, which costs nothing on a memory-bound kernel) and Dv half (O += P V), so each
 // warp holds only half of O. At the end the two key halves merge through shared memory and the
 // CTA writes its rows with coalesced stores: O (sinks folded in) without splits, else a
-// normalised fp32 partial O and its natural-log LSE for the combine (combine_kernel.cuh).
+// normalised fp32 partial O and its natural-log LSE; the last split of the KV head to finish then
+// merges all of them into O (decode_merge.cuh), so no second kernel runs.
 //
-// Page-table lookups for a stage are made before waiting on the previous stage, so their latency
-// hides behind the wait. Rows with no visible key: O = 0 and LSE = -inf, with or without a sink.
+// KV lookups (page-table reads) for a stage are made before waiting on the previous stage, so
+// their latency hides behind the wait; each thread copies one key row, so it makes one per stage.
+// Rows with no visible key: O = 0 and LSE = -inf, with or without a sink.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,6 +23,7 @@
 
 #include "cuda/attention/policy/mask.cuh"
 #include "cuda/attention/policy/score_mod.cuh"
+#include "cuda/attention/portable/decode_merge.cuh"
 #include "cuda/attention/portable/fwd_params.h"
 #include "cuda/common/mma_sm80.cuh"
 
@@ -122,12 +125,6 @@ __global__ void __launch_bounds__(Tile::kThreads)
   constexpr int kThreads = Tile::kThreads, kDvWarp = Tile::kDvWarp;
   constexpr int kQS = Tile::kQS, kKS = Tile::kKS, kVS = Tile::kVS;
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The combine kernel (launched as a programmatic dependent) may start its CTAs now; it waits
-  // for this grid's completion before it reads anything.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = sQ + kRows * kQS;
@@ -202,72 +199,48 @@ __global__ void __launch_bounds__(Tile::kThreads)
     }
   }
 
-  // ---- K/V stage loads. Thread chunk i of a stage covers key row (tid + i * kThreads) / kKC.
+  // ---- K/V stage loads. Thread t copies key row t / kTPR of a stage, chunks t % kTPR + kTPR * i
+  // of it: one KV lookup (page-table read, divide, offsets) per thread per stage, shared by its K
+  // and V chunks, and each warp instruction still reads 64 contiguous bytes of 8 rows.
+  constexpr int kTPR = kThreads / kBlockN;  // threads per key row
   constexpr int kKC = kDqk / 8, kVC = kDv / 8;
-  constexpr int kKPer = (kBlockN * kKC + kThreads - 1) / kThreads;
-  constexpr int kVPer = (kBlockN * kVC + kThreads - 1) / kThreads;
-  constexpr bool kSameRows = kKC == kVC;
-  // Element offsets of this thread's chunks for block n (-1: past the sequence end).
-  auto locate_block = [&](int n_block, int64_t(&k_off)[kKPer], int64_t(&v_off)[kVPer]) {
-    const int j0 = n_block * kBlockN;
-#pragma unroll
-    for (int i = 0; i < kKPer; ++i) {
-      const int c = tid + i * kThreads;
-      const int row = c / kKC, col = (c % kKC) * 8;
-      const int j = j0 + row;
-      k_off[i] = -1;
-      if constexpr (kSameRows) v_off[i] = -1;
-      if (c < kBlockN * kKC && j < sk) {
-        int64_t outer;
-        int r;
-        p.kv.locate(b, kvs.start, j, outer, r);
-        k_off[i] = p.kv.k_offset(outer, r, hk) + col;
-        if constexpr (kSameRows) v_off[i] = p.kv.v_offset(outer, r, hk) + col;
-      }
-    }
-    if constexpr (!kSameRows) {
-#pragma unroll
-      for (int i = 0; i < kVPer; ++i) {
-        const int c = tid + i * kThreads;
-        const int row = c / kVC, col = (c % kVC) * 8;
-        const int j = j0 + row;
-        v_off[i] = -1;
-        if (c < kBlockN * kVC && j < sk) {
-          int64_t outer;
-          int r;
-          p.kv.locate(b, kvs.start, j, outer, r);
-          v_off[i] = p.kv.v_offset(outer, r, hk) + col;
-        }
-      }
+  static_assert(kThreads % kBlockN == 0 && kKC % kTPR == 0 && kVC % kTPR == 0,
+                "every thread of a key row copies the same number of 16-byte chunks");
+  const int ld_row = tid / kTPR, ld_chunk = tid % kTPR;
+  // Element offsets of this thread's K and V row in block n (-1: past the sequence end).
+  auto locate_block = [&](int n_block, int64_t& k_off, int64_t& v_off) {
+    const int j = n_block * kBlockN + ld_row;
+    k_off = v_off = -1;
+    if (j < sk) {
+      int64_t outer;
+      int r;
+      p.kv.locate(b, kvs.start, j, outer, r);
+      k_off = p.kv.k_offset(outer, r, hk);
+      v_off = p.kv.v_offset(outer, r, hk);
     }
   };
-  auto issue_block = [&](int stage, const int64_t(&k_off)[kKPer], const int64_t(&v_off)[kVPer]) {
-    T* dK = sK + stage * kBlockN * kKS;
-    T* dV = sV + stage * kBlockN * kVS;
+  auto issue_block = [&](int stage, int64_t k_off, int64_t v_off) {
+    T* dK = sK + (stage * kBlockN + ld_row) * kKS;
+    T* dV = sV + (stage * kBlockN + ld_row) * kVS;
+    const bool ok = k_off >= 0;  // K and V rows exist together
+    const T* srcK = ok ? gK + k_off : gK;
+    const T* srcV = ok ? gV + v_off : gV;
 #pragma unroll
-    for (int i = 0; i < kKPer; ++i) {
-      const int c = tid + i * kThreads;
-      if (c < kBlockN * kKC) {
-        const int row = c / kKC, col = (c % kKC) * 8;
-        const bool ok = k_off[i] >= 0;
-        cp_async_16(smem_addr(dK + row * kKS + col), ok ? gK + k_off[i] : gK, ok);
-      }
+    for (int i = 0; i < kKC / kTPR; ++i) {
+      const int col = (ld_chunk + kTPR * i) * 8;
+      cp_async_16(smem_addr(dK + col), ok ? srcK + col : gK, ok);
     }
 #pragma unroll
-    for (int i = 0; i < kVPer; ++i) {
-      const int c = tid + i * kThreads;
-      if (c < kBlockN * kVC) {
-        const int row = c / kVC, col = (c % kVC) * 8;
-        const bool ok = v_off[i] >= 0;
-        cp_async_16(smem_addr(dV + row * kVS + col), ok ? gV + v_off[i] : gV, ok);
-      }
+    for (int i = 0; i < kVC / kTPR; ++i) {
+      const int col = (ld_chunk + kTPR * i) * 8;
+      cp_async_16(smem_addr(dV + col), ok ? srcV + col : gV, ok);
     }
   };
 
   {
-    // All page-table reads of the prologue first, so that they overlap instead of each one
-    // delaying its stage's copies.
-    int64_t pk[kStages - 1][kKPer], pv[kStages - 1][kVPer];
+    // All KV lookups of the prologue first, so that their page-table reads overlap instead of
+    // each one delaying its stage's copies.
+    int64_t pk[kStages - 1], pv[kStages - 1];
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s)
       if (s < n_tiles) locate_block(n_begin + s, pk[s], pv[s]);
@@ -277,7 +250,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
       cp_async_commit();  // group 0 also carries Q
     }
   }
-  int64_t k_off[kKPer], v_off[kVPer];
+  int64_t k_off = -1, v_off = -1;
 
   float acc[kMT][kDvWarp / 8][4];
   float m_run[kR], l_run[kR];
@@ -443,6 +416,10 @@ __global__ void __launch_bounds__(Tile::kThreads)
   }
   __syncthreads();
   decode_store<Tile, T>(p, red, rows_total, b, hk, q_start, split);
+  // The stages (red included) are free once every thread is past decode_store: the merge's
+  // first barrier sees to that.
+  if (p.num_splits > 1)
+    decode_merge_if_last<Tile, T>(p, reinterpret_cast<float*>(sK), rows_total, b, hk, q_start);
 }
 
 }  // namespace attnkit::gpu
