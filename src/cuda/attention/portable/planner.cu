@@ -33,19 +33,27 @@ int plan_num_splits(const PlanInput& in) {
 
 namespace {
 // A decode split should stream at least this many stages: fewer, and its fixed costs (Q load,
-// pipeline fill, merge, its share of the combine) outweigh the bandwidth it adds.
+// pipeline fill, its share of the merge) outweigh the bandwidth it adds.
 constexpr int kMinDecodeBlocksPerSplit = 3;
+// The fewest splits per KV head at which one CTA per SM is planned instead of filling every slot.
+constexpr int kMinSplitsOneCtaPerSm = 8;
 }  // namespace
 
 int plan_decode_splits(const DecodePlanInput& in) {
   const int cap = std::max(1, in.max_splits);
   if (in.requested_splits > 0) return std::min(in.requested_splits, cap);
   const int64_t ctas = int64_t{in.batch} * in.hkv;
-  // Every SM already has a CTA streaming K/V: splitting only adds the combine's traffic.
+  // Every SM already has a CTA streaming K/V: splitting only adds the merge's traffic.
   if (ctas <= 0 || ctas >= in.sm_count) return 1;
   const int64_t n_blocks = (int64_t{in.max_seqlen_k} + in.block_n - 1) / in.block_n;
-  // One wave with every CTA slot busy; a second, partial wave would leave most SMs idle.
-  int64_t splits = int64_t{in.sm_count} * std::max(in.ctas_per_sm, 1) / ctas;
+  // One wave, never a second, partial one that would leave most SMs idle. Where one CTA per SM
+  // already cuts each head's keys into many splits (batch 1 or 2 at 8 KV heads), that is the
+  // wave: in a sweep on an H100 at batch 1 (8k and 32k keys, contiguous and paged), 16 splits
+  // (128 CTAs) beat 33 (two per SM) in 5 of 6 layouts, and leave half the partials to merge.
+  // Otherwise every CTA slot is filled.
+  int64_t splits = int64_t{in.sm_count} / ctas;
+  if (splits < kMinSplitsOneCtaPerSm)
+    splits = int64_t{in.sm_count} * std::max(in.ctas_per_sm, 1) / ctas;
   splits = std::min<int64_t>({splits, n_blocks / kMinDecodeBlocksPerSplit, cap});
   return static_cast<int>(std::max<int64_t>(splits, 1));
 }
