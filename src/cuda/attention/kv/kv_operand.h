@@ -71,24 +71,6 @@ struct KvOperand {
       row = start + j;
     }
   }
-  // locate() in two steps, so that a kernel can read the page table well before it needs the
-  // address: page_of reads (and clamps) the page-table entry of key j (paged only; 0 otherwise),
-  // locate_in(page_of(b, j), ...) gives what locate gives.
-  __device__ __forceinline__ int page_of(int b, int j) const {
-    if (kind != KvKind::kPaged) return 0;
-    const int page = __ldg(page_table + b * pt_batch_stride + page_size.div(j) * pt_col_stride);
-    return min(max(page, 0), num_pages - 1);
-  }
-  __device__ __forceinline__ void locate_in(int page, int b, int start, int j, int64_t& outer,
-                                            int& row) const {
-    if (kind == KvKind::kPaged) {
-      outer = page;
-      row = j - page_size.div(j) * page_size.d;
-    } else {
-      outer = kind == KvKind::kContiguous ? b : 0;
-      row = start + j;
-    }
-  }
   __device__ __forceinline__ int64_t k_offset(int64_t outer, int row, int head) const {
     return outer * k_outer_stride + row * k_row_stride + head * k_head_stride;
   }

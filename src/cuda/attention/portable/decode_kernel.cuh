@@ -12,9 +12,8 @@
 // normalised fp32 partial O and its natural-log LSE; the last split of the KV head to finish then
 // merges all of them into O (decode_merge.cuh), so no second kernel runs.
 //
-// Page-table entries are read one stage ahead of the copies that need them, and a stage's
-// addresses are computed before waiting on the previous stage, so neither delays the copies.
-// Rows with no visible key: O = 0 and LSE = -inf, with or without a sink.
+// Page-table lookups for a stage are made before waiting on the previous stage, so their latency
+// hides behind the wait. Rows with no visible key: O = 0 and LSE = -inf, with or without a sink.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -199,34 +198,13 @@ __global__ void __launch_bounds__(Tile::kThreads)
     }
   }
 
-  // ---- K/V stage loads. Thread chunk i of a stage covers key row (tid + i * kThreads) / kKC, so
-  // 16 lanes read 256 contiguous bytes of a row.
+  // ---- K/V stage loads. Thread chunk i of a stage covers key row (tid + i * kThreads) / kKC.
   constexpr int kKC = kDqk / 8, kVC = kDv / 8;
   constexpr int kKPer = (kBlockN * kKC + kThreads - 1) / kThreads;
   constexpr int kVPer = (kBlockN * kVC + kThreads - 1) / kThreads;
   constexpr bool kSameRows = kKC == kVC;
-  // Page-table entries of a block's chunk rows: K's, then V's where their rows differ.
-  constexpr int kPages = kSameRows ? kKPer : kKPer + kVPer;
-  const bool paged = p.kv.kind == KvKind::kPaged;
-  // Paged: reads the page-table entries of this thread's chunk rows of block n. The main loop
-  // reads them one iteration before locate_block needs them, so that the page table's latency
-  // hides behind a whole stage instead of stalling the copies.
-  auto fetch_pages = [&](int n_block, int(&pg)[kPages]) {
-    if (!paged) return;
-    const int j0 = n_block * kBlockN;
-#pragma unroll
-    for (int i = 0; i < kPages; ++i) {
-      const bool is_k = i < kKPer;
-      const int c = tid + (is_k ? i : i - kKPer) * kThreads;
-      const int kc = is_k ? kKC : kVC;
-      const int j = j0 + c / kc;
-      pg[i] = c < kBlockN * kc && j < sk ? p.kv.page_of(b, j) : 0;
-    }
-  };
-  // Element offsets of this thread's chunks for block n (-1: past the sequence end), given
-  // fetch_pages(n).
-  auto locate_block = [&](int n_block, const int(&pg)[kPages], int64_t(&k_off)[kKPer],
-                          int64_t(&v_off)[kVPer]) {
+  // Element offsets of this thread's chunks for block n (-1: past the sequence end).
+  auto locate_block = [&](int n_block, int64_t(&k_off)[kKPer], int64_t(&v_off)[kVPer]) {
     const int j0 = n_block * kBlockN;
 #pragma unroll
     for (int i = 0; i < kKPer; ++i) {
@@ -238,7 +216,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
       if (c < kBlockN * kKC && j < sk) {
         int64_t outer;
         int r;
-        p.kv.locate_in(pg[i], b, kvs.start, j, outer, r);
+        p.kv.locate(b, kvs.start, j, outer, r);
         k_off[i] = p.kv.k_offset(outer, r, hk) + col;
         if constexpr (kSameRows) v_off[i] = p.kv.v_offset(outer, r, hk) + col;
       }
@@ -253,7 +231,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
         if (c < kBlockN * kVC && j < sk) {
           int64_t outer;
           int r;
-          p.kv.locate_in(pg[kSameRows ? i : kKPer + i], b, kvs.start, j, outer, r);
+          p.kv.locate(b, kvs.start, j, outer, r);
           v_off[i] = p.kv.v_offset(outer, r, hk) + col;
         }
       }
@@ -282,27 +260,16 @@ __global__ void __launch_bounds__(Tile::kThreads)
     }
   };
 
-  // Page-table entries of the next block to locate (fetched one iteration ahead).
-  int pg[kPages];
-#pragma unroll
-  for (int i = 0; i < kPages; ++i) pg[i] = 0;
   {
-    // The prologue's page-table reads all at once (they overlap), then its copies.
-    int pgs[kStages - 1][kPages];
+    // All page-table reads of the prologue first, so that they overlap instead of each one
+    // delaying its stage's copies.
+    int64_t pk[kStages - 1][kKPer], pv[kStages - 1][kVPer];
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s)
+      if (s < n_tiles) locate_block(n_begin + s, pk[s], pv[s]);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-#pragma unroll
-      for (int i = 0; i < kPages; ++i) pgs[s][i] = 0;
-      if (s < n_tiles) fetch_pages(n_begin + s, pgs[s]);
-    }
-    if (kStages - 1 < n_tiles) fetch_pages(n_begin + kStages - 1, pg);
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < n_tiles) {
-        int64_t k_off[kKPer], v_off[kVPer];
-        locate_block(n_begin + s, pgs[s], k_off, v_off);
-        issue_block(s, k_off, v_off);
-      }
+      if (s < n_tiles) issue_block(s, pk[s], pv[s]);
       cp_async_commit();  // group 0 also carries Q
     }
   }
@@ -338,8 +305,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
     const int t_next = t + kStages - 1;
     // Addresses (and page-table reads) of the block loaded below, before the wait so that their
     // latency overlaps it.
-    if (t_next < n_tiles) locate_block(n_begin + t_next, pg, k_off, v_off);
-    if (t_next + 1 < n_tiles) fetch_pages(n_begin + t_next + 1, pg);
+    if (t_next < n_tiles) locate_block(n_begin + t_next, k_off, v_off);
     cp_async_wait<kStages - 2>();
     __syncthreads();
     // The stage refilled here was last read in iteration t - 1, which every thread has left.
