@@ -46,6 +46,7 @@ struct Env {
   Device dev = cpu();
   Backend backend = Backend::kAuto;
   int warmup = 0, repeats = 0, threads = 0;
+  int num_splits = 0;  // attention's AttentionArgs::num_splits (0: the planner decides)
   int64_t l2_bytes = 0;
 };
 
@@ -218,7 +219,9 @@ Status first_call(const Env& env, const std::function<Status()>& fn) {
   return env.gpu ? gpu::synchronize() : Status::Ok();
 }
 
-Result run_attention(const AttnCase& c, const Env& env, std::mt19937_64& rng) {
+Result run_attention(const AttnCase& case_in, const Env& env, std::mt19937_64& rng) {
+  AttnCase c = case_in;
+  if (env.num_splits > 0) c.num_splits = env.num_splits;
   Result r;
   std::vector<AttnTensors> sets(1);
   r.status = make_attention(c, env.dev, Fill::kFast, rng, &sets[0]);
@@ -367,6 +370,9 @@ Flags make_flags() {
       .add("json", FlagType::kString, "", "also write the results as JSON to this file ('-': stdout)")
       .add("filter", FlagType::kString, "", "run only rows whose 'op shape' contains this text")
       .add("list", FlagType::kBool, "", "list the shapes that would run, and stop")
+      .add("num-splits", FlagType::kInt, "0",
+           "attention split-KV count for every shape (0 = the planner decides; capped as "
+           "num_splits is)")
       .add("threads", FlagType::kInt, "0", "CPU backend threads (0 = all cores)")
       .add("seed", FlagType::kInt, "1", "random seed for the inputs");
   return f;
@@ -420,8 +426,9 @@ int bench_main(const std::vector<std::string>& args) {
   env.warmup = static_cast<int>(f.given("warmup") ? f.integer("warmup") : env.gpu ? 10 : 1);
   env.repeats = static_cast<int>(f.given("repeats") ? f.integer("repeats") : env.gpu ? 50 : 3);
   env.threads = static_cast<int>(f.integer("threads"));
-  if (env.repeats < 1 || env.warmup < 0) {
-    std::fprintf(stderr, "attnkit bench: --repeats must be >= 1 and --warmup >= 0\n");
+  env.num_splits = static_cast<int>(f.integer("num-splits"));
+  if (env.repeats < 1 || env.warmup < 0 || env.num_splits < 0) {
+    std::fprintf(stderr, "attnkit bench: --repeats must be >= 1, --warmup and --num-splits >= 0\n");
     return kExitUsage;
   }
 

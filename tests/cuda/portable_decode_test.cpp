@@ -1,10 +1,11 @@
-// Portable CUDA attention, decode shapes: split-KV with the combine (split counts agree), paged
+// Portable CUDA attention, decode shapes: split-KV with the merge (split counts agree), paged
 // caches, merge_states on the GPU, bit-identical reruns, a CUDA-graph capture of a planned
 // decode that replays correctly on new inputs, and the planner's choice of the decode tile.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <random>
 
 #include "gpu_attention_util.h"
@@ -199,7 +200,11 @@ TEST(PortableDecode, PlannerSplitsSmallBatches) {
   AttentionPlan plan;
   ASSERT_TRUE(plan_attention(dev.args(), portable_opts(), &plan).ok());
   EXPECT_GT(plan.num_splits, 1);
-  EXPECT_NE(plan.kernel.find("split_combine"), std::string::npos) << plan.kernel;
+  EXPECT_NE(plan.kernel.find("+split_merge"), std::string::npos) << plan.kernel;
+  // 8 KV heads: one wave of two CTAs per SM.
+  int sms = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  EXPECT_EQ(plan.num_splits, std::min(2 * sms / 8, 128));
   AttnCase big = decode_case(64, 1, 256, 1501);  // 512 CTAs already fill the GPU
   AttnData dev2 = make_attn_data(big).to(cuda());
   ASSERT_TRUE(plan_attention(dev2.args(), portable_opts(), &plan).ok());

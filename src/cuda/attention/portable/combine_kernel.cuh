@@ -1,8 +1,9 @@
 // Merging partial attention states: LSE = log(sum_n exp(LSE_n)), O = sum_n exp(LSE_n - LSE) O_n,
 // a state with LSE = -inf contributing nothing, all-empty giving O = 0 and LSE = -inf.
-// One warp per (row, head); the lanes stride over the head dim. Used twice: the split-KV combine
-// (partials from the attention kernel's workspace, plus the sink as one more state with O = 0)
-// and the public merge_states op on any strides and float dtypes.
+// One warp per (row, head); the lanes stride over the head dim. Used twice: the prefill kernel's
+// split-KV combine (partials from its workspace, plus the sink as one more state with O = 0) and
+// the public merge_states op on any strides and float dtypes. (The decode kernel merges its
+// splits itself: decode_merge.cuh.)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -109,106 +110,6 @@ __global__ void split_combine_kernel(const __grid_constant__ FwdParams p, int dv
   v.d = dv;
   const float sink = p.sinks != nullptr ? __ldg(p.sinks + h * p.sinks_stride) : -INFINITY;
   merge_row(v, flat, h, tok, sink);
-}
-
-// Split-KV combine of the decode kernel (decode_kernel.cuh), built for latency: it runs after a
-// short attention kernel, so its length is on the critical path and it must not chain dependent
-// loads. One CTA per (token, head) of sequence blockIdx.y: its threads read the splits' LSEs at
-// once (one per thread), turn them into weights exp(LSE_n - LSE) in shared memory, then each warp
-// sums a quarter of the splits over all kDv columns (lanes own kDv / 32 adjacent columns, loads
-// unrolled), and the four warps' sums are added through shared memory. Launched as a
-// programmatic dependent of the attention kernel on sm_90 (its launch overlaps that kernel;
-// griddepcontrol.wait orders the reads after it).
-inline constexpr int kMaxCombineSplits = 128;
-
-template <typename T, int kDv>
-__global__ void __launch_bounds__(128) decode_combine_kernel(const __grid_constant__ FwdParams p) {
-  static_assert(kDv % 32 == 0, "lanes own kDv / 32 columns");
-  constexpr int kPer = kDv / 32, kWarps = 4;
-  __shared__ float s_w[kMaxCombineSplits];
-  __shared__ float s_red[kWarps];
-  __shared__ float s_acc[kWarps - 1][kDv];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-  const int b = blockIdx.y, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const QSeq qs = q_sequence(p, b);
-  const int tok = static_cast<int>(blockIdx.x / p.hq), h = static_cast<int>(blockIdx.x % p.hq);
-  if (tok >= qs.length) return;
-  const int64_t flat = p.cu_seqlens_q != nullptr ? int64_t{qs.start} + tok : int64_t{b} * p.q_rows + tok;
-  const int n = p.num_splits;  // <= kMaxCombineSplits = blockDim.x (the launcher checks)
-  const int64_t lse_n_stride = p.part_rows * p.hq;
-  const float lse_t = tid < n ? p.part_lse[tid * lse_n_stride + flat * p.hq + h] : -INFINITY;
-
-  float m = lse_t;
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if (lane == 0) s_red[warp] = m;
-  __syncthreads();
-  m = fmaxf(fmaxf(s_red[0], s_red[1]), fmaxf(s_red[2], s_red[3]));
-  // All splits empty: O = 0, LSE = -inf, whatever the sink (a sink alone is no key).
-  float sink = -INFINITY;
-  if (m != -INFINITY && p.sinks != nullptr) sink = __ldg(p.sinks + h * p.sinks_stride);
-  m = fmaxf(m, sink);
-  const float m_use = m == -INFINITY ? 0.f : m;
-  const float e = exp2f((lse_t - m_use) * kLog2e);
-  if (tid < n) s_w[tid] = e;
-  float denom = e;
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) denom += __shfl_xor_sync(0xffffffffu, denom, off);
-  __syncthreads();  // every thread has read s_red (the max) before it is reused for the sum
-  if (lane == 0) s_red[warp] = denom;
-  __syncthreads();
-  denom = s_red[0] + s_red[1] + s_red[2] + s_red[3] + exp2f((sink - m_use) * kLog2e);
-  const float inv = denom > 0.f ? 1.f / denom : 0.f;
-
-  float acc[kPer];
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) acc[k] = 0.f;
-  const int64_t o_n_stride = lse_n_stride * kDv;
-  const float* src = p.part_o + (flat * p.hq + h) * kDv + lane * kPer;
-#pragma unroll 8
-  for (int i = warp; i < n; i += kWarps) {
-    const float wt = s_w[i];
-    if (wt == 0.f) continue;  // an empty split's O may be anything, even unwritten
-    const float* row = src + i * o_n_stride;
-    if constexpr (kPer % 4 == 0) {
-#pragma unroll
-      for (int k = 0; k < kPer; k += 4) {
-        const float4 x = *reinterpret_cast<const float4*>(row + k);
-        acc[k] += wt * x.x;
-        acc[k + 1] += wt * x.y;
-        acc[k + 2] += wt * x.z;
-        acc[k + 3] += wt * x.w;
-      }
-    } else if constexpr (kPer % 2 == 0) {
-#pragma unroll
-      for (int k = 0; k < kPer; k += 2) {
-        const float2 x = *reinterpret_cast<const float2*>(row + k);
-        acc[k] += wt * x.x;
-        acc[k + 1] += wt * x.y;
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) acc[k] += wt * row[k];
-    }
-  }
-  if (warp > 0) {
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) s_acc[warp - 1][lane * kPer + k] = acc[k];
-  }
-  __syncthreads();
-  if (warp > 0) return;
-  T* out = static_cast<T*>(p.o) + b * p.o_batch_stride + int64_t{qs.start + tok} * p.o_row_stride +
-           int64_t{h} * p.o_head_stride + lane * kPer;
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int c = lane * kPer + k;
-    out[k] = from_float<T>((acc[k] + s_acc[0][c] + s_acc[1][c] + s_acc[2][c]) * inv);
-  }
-  if (p.lse != nullptr && lane == 0)
-    p.lse[b * p.lse_batch_stride + int64_t{qs.start + tok} * p.lse_row_stride +
-          int64_t{h} * p.lse_head_stride] = denom > 0.f ? m_use + logf(denom) : -INFINITY;
 }
 
 }  // namespace attnkit::gpu

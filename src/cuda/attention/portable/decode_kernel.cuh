@@ -9,7 +9,8 @@
 // of a key half, which costs nothing on a memory-bound kernel) and Dv half (O += P V), so each
 // warp holds only half of O. At the end the two key halves merge through shared memory and the
 // CTA writes its rows with coalesced stores: O (sinks folded in) without splits, else a
-// normalised fp32 partial O and its natural-log LSE for the combine (combine_kernel.cuh).
+// normalised fp32 partial O and its natural-log LSE; the last split of the KV head to finish then
+// merges all of them into O (decode_merge.cuh), so no second kernel runs.
 //
 // Page-table lookups for a stage are made before waiting on the previous stage, so their latency
 // hides behind the wait. Rows with no visible key: O = 0 and LSE = -inf, with or without a sink.
@@ -21,6 +22,7 @@
 
 #include "cuda/attention/policy/mask.cuh"
 #include "cuda/attention/policy/score_mod.cuh"
+#include "cuda/attention/portable/decode_merge.cuh"
 #include "cuda/attention/portable/fwd_params.h"
 #include "cuda/common/mma_sm80.cuh"
 
@@ -121,12 +123,6 @@ __global__ void __launch_bounds__(Tile::kThreads)
   constexpr int kRows = Tile::kRows, kBlockN = Tile::kBlockN, kStages = Tile::kStages;
   constexpr int kThreads = Tile::kThreads, kDvWarp = Tile::kDvWarp;
   constexpr int kQS = Tile::kQS, kKS = Tile::kKS, kVS = Tile::kVS;
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The combine kernel (launched as a programmatic dependent) may start its CTAs now; it waits
-  // for this grid's completion before it reads anything.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
@@ -443,6 +439,10 @@ __global__ void __launch_bounds__(Tile::kThreads)
   }
   __syncthreads();
   decode_store<Tile, T>(p, red, rows_total, b, hk, q_start, split);
+  // The stages (red included) are free once every thread is past decode_store: the merge's
+  // first barrier sees to that.
+  if (p.num_splits > 1)
+    decode_merge_if_last<Tile, T>(p, reinterpret_cast<float*>(sK), rows_total, b, hk, q_start);
 }
 
 }  // namespace attnkit::gpu

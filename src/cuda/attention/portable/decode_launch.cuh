@@ -1,16 +1,16 @@
-// Launch templates for the portable decode kernel and its split-KV combine. The instantiation TUs
-// (src/cuda/instantiations/portable_decode_*.cu) each expand ATTNKIT_DEFINE_PORTABLE_DECODE for
-// their variants; portable_decode_list.h lists them.
+// Launch templates for the portable decode kernel, with its in-kernel split-KV merge. The
+// instantiation TUs (src/cuda/instantiations/portable_decode_*.cu) each expand
+// ATTNKIT_DEFINE_PORTABLE_DECODE for their variants; portable_decode_list.h lists them.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
 
 #include "attnkit/status.h"
-#include "cuda/attention/portable/combine_kernel.cuh"
 #include "cuda/attention/portable/decode_kernel.cuh"
 #include "cuda/common/cuda_check.h"
 
@@ -19,8 +19,9 @@ namespace attnkit::gpu {
 // Grid limits: x = kv_heads * num_splits (2^31 - 1), y = batch (65535).
 inline constexpr int kMaxDecodeBatch = 65535;
 
-// The attention kernel, then (num_splits > 1) the combine. On sm_90+ the combine is launched as a
-// programmatic dependent, so its launch latency overlaps the attention kernel.
+// Split-KV (num_splits > 1): the arrival counters are zeroed first (decode_merge.cuh), and on
+// sm_90+ the attention kernel is launched as that kernel's programmatic dependent, so it starts
+// without waiting for it; its last split per KV head merges the partials.
 template <class Tile, typename T, class Mask, class Mod>
 Status launch_portable_decode(const FwdParams& p, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
@@ -29,9 +30,12 @@ Status launch_portable_decode(const FwdParams& p, void* stream) {
     return Status::Invalid("portable decode kernel: max_seqlen_q * group (" +
                            std::to_string(int64_t{p.max_seqlen_q} * p.group.d) +
                            ") exceeds its " + std::to_string(Tile::kRows) + " rows");
-  if (p.batch > kMaxDecodeBatch || p.num_splits < 1 || p.num_splits > kMaxCombineSplits)
+  if (p.batch > kMaxDecodeBatch || p.num_splits < 1 || p.num_splits > kMaxDecodeSplits)
     return Status::Invalid("portable decode kernel: batch must be <= 65535 and num_splits in [1, " +
-                           std::to_string(kMaxCombineSplits) + "]");
+                           std::to_string(kMaxDecodeSplits) + "]");
+  if (p.num_splits > 1 && (p.part_o == nullptr || p.part_lse == nullptr || p.split_counters == nullptr))
+    return Status::Invalid("portable decode kernel: num_splits > 1 needs the partial buffers and "
+                           "the split counters");
   auto kernel = portable_decode_kernel<Tile, T, Mask, Mod>;
   int device = 0;
   ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
@@ -46,25 +50,30 @@ Status launch_portable_decode(const FwdParams& p, void* stream) {
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
   const dim3 grid(static_cast<unsigned>(p.hkv * p.num_splits), static_cast<unsigned>(p.batch));
-  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, s>>>(p);
-  ATTNKIT_CUDA_CHECK_LAUNCH("portable_decode_kernel");
-  if (p.num_splits == 1) return Status::Ok();
+  if (p.num_splits == 1) {
+    kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, s>>>(p);
+    ATTNKIT_CUDA_CHECK_LAUNCH("portable_decode_kernel");
+    return Status::Ok();
+  }
 
+  const int n_counters = p.batch * p.hkv;
+  constexpr int kZeroBlock = 256;
+  const int zero_blocks = std::min((n_counters + kZeroBlock - 1) / kZeroBlock, 1024);
+  decode_zero_counters<kZeroBlock><<<zero_blocks, kZeroBlock, 0, s>>>(p.split_counters, n_counters);
+  ATTNKIT_CUDA_CHECK_LAUNCH("decode_zero_counters");
   int cc_major = 0;
   ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
   cudaLaunchConfig_t cfg = {};
-  // One CTA per (token, query head) of each sequence.
-  cfg.gridDim = dim3(static_cast<unsigned>(int64_t{p.max_seqlen_q} * p.hq),
-                     static_cast<unsigned>(p.batch));
-  cfg.blockDim = dim3(128);
-  cfg.dynamicSmemBytes = 0;
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(Tile::kThreads);
+  cfg.dynamicSmemBytes = Tile::kSmemBytes;
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = cc_major >= 9 ? 1 : 0;
-  ATTNKIT_CUDA_TRY(cudaLaunchKernelEx(&cfg, decode_combine_kernel<T, Tile::kDv>, p));
+  ATTNKIT_CUDA_TRY(cudaLaunchKernelEx(&cfg, kernel, p));
   return Status::Ok();
 }
 

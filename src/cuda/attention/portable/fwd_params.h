@@ -37,12 +37,16 @@ struct FwdParams {
   int window_left = -1, window_right = -1, chunk_size = 0;
 
   // Split-KV: num_splits > 1 writes fp32 partials (normalised O and natural-log LSE, sinks left
-  // out) to part_o [split][flat_row][hq][dv] and part_lse [split][flat_row][hq]; the combine
-  // kernel merges them into o / lse. flat_row = ragged ? row : b * Sq + row.
+  // out) to part_o [split][flat_row][hq][dv] and part_lse [split][flat_row][hq]; a combine merges
+  // them into o / lse (prefill: a second kernel; decode: the kernel's last split of each KV head).
+  // flat_row = ragged ? row : b * Sq + row.
   int num_splits = 1;
   float* part_o = nullptr;
   float* part_lse = nullptr;
   int64_t part_rows = 0;  // flat rows per split
+  // Decode kernel only: one arrival counter per (sequence, KV head), zero at launch; the last
+  // split to arrive merges the partials (decode_merge.cuh).
+  unsigned* split_counters = nullptr;
 };
 
 // Where sequence b's queries are: [start, start + length) in Q's row dimension. Ragged offsets come

@@ -23,7 +23,7 @@ struct DecodePlanInput {
   int ctas_per_sm = 2;  // decode CTAs resident per SM
   int sm_count = 1;
   int requested_splits = 0;  // AttentionArgs::num_splits: 0 = decide here
-  int max_splits = 128;      // what the combine handles
+  int max_splits = 128;      // what the in-kernel merge takes
 };
 
 int plan_decode_splits(const DecodePlanInput& in);

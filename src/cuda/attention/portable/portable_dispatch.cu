@@ -105,10 +105,21 @@ int64_t part_rows(const AttnProblem& prob) {
 
 size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
 
-size_t workspace_for(const AttnProblem& prob, int splits) {
-  if (splits <= 1) return 0;
+// Split-KV workspace: partial O, partial LSE, and for the decode kernel one arrival counter per
+// (sequence, KV head) for its in-kernel merge.
+struct WorkspaceLayout {
+  size_t lse_offset = 0, counters_offset = 0, bytes = 0;
+};
+
+WorkspaceLayout workspace_layout(const AttnProblem& prob, int splits, bool decode) {
+  WorkspaceLayout w;
+  if (splits <= 1) return w;
   const size_t rows = static_cast<size_t>(splits) * part_rows(prob) * prob.hq;
-  return align_up(rows * prob.dv * sizeof(float)) + align_up(rows * sizeof(float));
+  w.lse_offset = align_up(rows * prob.dv * sizeof(float));
+  w.counters_offset = w.lse_offset + align_up(rows * sizeof(float));
+  w.bytes = w.counters_offset +
+            (decode ? align_up(static_cast<size_t>(prob.batch) * prob.hkv * sizeof(unsigned)) : 0);
+  return w;
 }
 
 FwdParams make_params(const AttentionArgs& a, const AttnProblem& prob) {
@@ -239,15 +250,17 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
     d.block_n = gpu::DecodeTile<128, 128, 1>::kBlockN;
     d.sm_count = dev.sm_count;
     d.requested_splits = args.num_splits;
-    d.max_splits = gpu::kMaxCombineSplits;
+    d.max_splits = gpu::kMaxDecodeSplits;
     splits = plan_decode_splits(d);
   } else {
     splits = plan_num_splits(in);
   }
   plan->backend = Backend::kCudaPortable;
-  plan->kernel = std::string(v->name) + (splits > 1 ? "+split_combine" : "");
+  // The decode kernel merges its splits itself; prefill runs a combine kernel after.
+  plan->kernel = std::string(v->name) +
+                 (splits <= 1 ? "" : v->decode_rows > 0 ? "+split_merge" : "+split_combine");
   plan->num_splits = splits;
-  plan->workspace_bytes = workspace_for(prob, splits);
+  plan->workspace_bytes = workspace_layout(prob, splits, v->decode_rows > 0).bytes;
   return Status::Ok();
 }
 
@@ -281,20 +294,22 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   p.num_splits = splits;
   void* owned = nullptr;
   if (splits > 1) {
-    const size_t need = workspace_for(prob, splits);
+    const WorkspaceLayout layout = workspace_layout(prob, splits, v->decode_rows > 0);
+    const size_t need = layout.bytes;
     void* ws = opts.workspace;
     // The partials are written as float2: a caller's buffer must be 16-byte aligned to be used.
     if (ws == nullptr || opts.workspace_bytes < need || reinterpret_cast<uintptr_t>(ws) % 16 != 0) {
       ATTNKIT_CUDA_TRY(cudaMallocAsync(&owned, need, stream));
       ws = owned;
     }
-    const size_t rows = static_cast<size_t>(splits) * part_rows(prob) * prob.hq;
     p.part_o = static_cast<float*>(ws);
-    p.part_lse = reinterpret_cast<float*>(static_cast<char*>(ws) + align_up(rows * prob.dv * 4));
+    p.part_lse = reinterpret_cast<float*>(static_cast<char*>(ws) + layout.lse_offset);
     p.part_rows = part_rows(prob);
+    if (v->decode_rows > 0)
+      p.split_counters = reinterpret_cast<unsigned*>(static_cast<char*>(ws) + layout.counters_offset);
   }
   const Status st = [&]() -> Status {
-    // The decode launchers run their own combine.
+    // The decode kernel merges its own splits.
     ATTNKIT_RETURN_IF_ERROR(v->launch(p, opts.stream));
     if (splits > 1 && v->decode_rows == 0) {
       const int64_t warps = int64_t{prob.max_seqlen_q} * prob.hq;
