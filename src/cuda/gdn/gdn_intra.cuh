@@ -21,7 +21,8 @@ namespace attnkit::gdn_cuda {
 constexpr int kIntraThreads = 256;
 constexpr int kIntraMinBlocks = 3;  // three CTAs per SM fit the shared memory
 constexpr int kLdT = kHead + 8;    // 16-bit tile rows, padded against bank conflicts
-constexpr int kLdA = kChunk + 1;   // fp32 A: rows r and r + 8 of one column fall in distinct banks
+constexpr int kLdA = kChunk + 4;   // fp32 A: the 8 rows a warp reads at once, and its mma-layout
+                                   // stores, spread over the banks (at most 2-way on stores)
 constexpr int kLdI = kChunk + 4;   // fp32 T: 16-byte rows for float4 reads, rows r, r + 8 apart
 constexpr int kLdP = kChunk + 8;   // 16-bit 64 x 64
 
