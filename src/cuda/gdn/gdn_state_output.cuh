@@ -132,24 +132,23 @@ __global__ void __launch_bounds__(kSoThreads, 1) state_output_kernel(StateOutPar
   const T* pbase = static_cast<const T*>(p.pm.p) + batch * p.pm.sb + hv * p.pm.sh;
   const float* gbase = static_cast<const float*>(p.g_cum.p) + batch * p.g_cum.sb + hv * p.g_cum.sh;
   T* obase = static_cast<T*>(p.o.p) + batch * p.o.sb + hv * p.o.sh + v0;
-  // 16-byte cp.async pieces: the state warps load W, K and Q, the output warps P, U and the gates.
-  // Rows past the chunk's end are zero-filled (K must be: the state update multiplies its rows by
-  // zeros, and 0 * garbage need not be 0).
+  // 16-byte cp.async pieces, all issued by the output warps: the state warps' instruction stream
+  // is the chunk loop's critical path. Rows past the chunk's end are zero-filled (K must be: the
+  // state update multiplies its rows by zeros, and 0 * garbage need not be 0).
   auto issue = [&](int64_t ci, int b) {
     const int64_t row0 = s0 + ci * kChunk;
     const int len = chunk_len(ci);
-    if (state_warp) {
-      const int c = (tid & 15) * 8;
+    if (!state_warp) {
+      const int c = (ot & 15) * 8;
 #pragma unroll
-      for (int h = 0; h < 4; ++h) {
-        const int r = (tid >> 4) + 16 * h;
+      for (int h = 0; h < 8; ++h) {
+        const int r = (ot >> 4) + 8 * h;
         const bool ok = r < len;
         const int64_t rr = ok ? row0 + r : row0;
         cp_async16(&sm.ws[b][r * kLdT + c], wbase + rr * p.w.st + c, ok);
         cp_async16(&sm.ks[b][r * kLdT + c], kbase + rr * p.k.st + c, ok);
         cp_async16(&sm.qs[b][r * kLdT + c], qbase + rr * p.q.st + c, ok);
       }
-    } else {
 #pragma unroll
       for (int h = 0; h < 4; ++h) {
         const int r = (ot >> 3) + 16 * h, c8 = (ot & 7) * 8;
