@@ -101,6 +101,15 @@ TEST(GdnDecodeCuda, Batch32) {
   run_case({32, 4, 8, 40, DType::kBFloat16, DType::kFloat32, true}, slots, 14);
 }
 
+// Many more work items than the persistent grid has CTAs (256 x 8 heads x 2 column slices over a
+// few hundred CTAs), so each CTA walks a dozen items and the kernel's slot prefetch (the pool slot
+// of the item after next is loaded while the current one is processed) is exercised.
+TEST(GdnDecodeCuda, ManyItemsPerCta) {
+  std::vector<int32_t> slots(256);
+  for (int i = 0; i < 256; ++i) slots[i] = (i * 37) % 260;  // distinct: 37 and 260 are coprime
+  run_case({256, 2, 8, 260, DType::kBFloat16, DType::kBFloat16, false}, slots, 15);
+}
+
 // Device indices that nobody validated: -1 and P + 3 are skipped (pool untouched, o row zero);
 // the others match a CPU run over the valid sequences alone.
 TEST(GdnDecodeCuda, OutOfRangeDeviceIndexSkipsSequence) {

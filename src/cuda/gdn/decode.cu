@@ -39,8 +39,16 @@ struct Item {
   float v, g, beta; // threads < 32: column tid of v; g and beta of the head
 };
 
+// The pool slot of an item's sequence; loaded one item ahead of fetch() so that the state loads,
+// which need it, never wait for it.
 template <int kBV>
-__device__ __forceinline__ void fetch(const DecodeParams& p, int item, Item<kBV>* it) {
+__device__ __forceinline__ int32_t item_slot(const DecodeParams& p, int item, int items) {
+  if (item >= items) return -1;
+  return p.indices[static_cast<int64_t>(item / (Cfg<kBV>::kSlices * p.HV)) * p.idx_stride];
+}
+
+template <int kBV>
+__device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t slot, Item<kBV>* it) {
   using C = Cfg<kBV>;
   constexpr int kSlices = C::kSlices, kRowsPerThread = C::kRowsPerThread;
   const int tid = threadIdx.x, cg = tid % C::kColGroups, rg = tid / C::kColGroups;
@@ -48,7 +56,7 @@ __device__ __forceinline__ void fetch(const DecodeParams& p, int item, Item<kBV>
   it->hv = (item / kSlices) % p.HV;
   it->n = item / (kSlices * p.HV);
   const int n = it->n, hv = it->hv, hq = hv / (p.HV / p.H);
-  it->slot = p.indices[static_cast<int64_t>(n) * p.idx_stride];
+  it->slot = slot;
   // Device-side index: an out-of-range slot (negative is the usual "padding" marker) means this
   // sequence has no state; it is skipped (no state touched) and its output row is zero.
   it->valid = it->slot >= 0 && it->slot < p.pool.rows;
@@ -84,10 +92,13 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
   int item = blockIdx.x;
   if (item >= items) return;
   Item<kBV> cur, nxt;
-  fetch(p, item, &cur);
+  int32_t next_slot = item_slot<kBV>(p, item + gridDim.x, items);
+  fetch(p, item, item_slot<kBV>(p, item, items), &cur);
   while (true) {
     const int next = item + gridDim.x;
-    if (next < items) fetch(p, next, &nxt);
+    const int32_t after_slot = item_slot<kBV>(p, next + gridDim.x, items);
+    if (next < items) fetch(p, next, next_slot, &nxt);
+    next_slot = after_slot;
     const int64_t o_off = cur.n * p.o.sb + cur.hv * p.o.sh + cur.vb * kBV;
     if (!cur.valid) {  // uniform across the block
       if (tid < kBV) st_any(p.o.p, p.o.dt, o_off + tid, 0.f);

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "cuda/gdn/gdn_kernels.h"
+
 
 namespace attnkit::gdn_cuda {
 
@@ -323,6 +325,52 @@ __device__ __forceinline__ void st_pair(void* p, int dt, int64_t i, float a, flo
     st_any(p, dt, i, a);
     st_any(p, dt, i + 1, b);
   }
+}
+
+
+// 4 x 4 transpose of 32-bit words inside each 4-lane quad: lane t's x[j] goes to lane j's x[t].
+// Every lane of the warp must call it (shuffles).
+__device__ __forceinline__ void quad_transpose(uint32_t (&x)[4], int t) {
+  {
+    const bool hi = t & 1;
+    const uint32_t s0 = __shfl_xor_sync(0xffffffffu, hi ? x[0] : x[1], 1);
+    const uint32_t s1 = __shfl_xor_sync(0xffffffffu, hi ? x[2] : x[3], 1);
+    if (hi) { x[0] = s0; x[2] = s1; } else { x[1] = s0; x[3] = s1; }
+  }
+  {
+    const bool hi = t & 2;
+    const uint32_t s0 = __shfl_xor_sync(0xffffffffu, hi ? x[0] : x[2], 2);
+    const uint32_t s1 = __shfl_xor_sync(0xffffffffu, hi ? x[1] : x[3], 2);
+    if (hi) { x[0] = s0; x[1] = s1; } else { x[2] = s0; x[3] = s1; }
+  }
+}
+
+// Four adjacent n-tiles (32 columns) of an m16n8 accumulator, v[j] for n-tile j, stored to 16-bit
+// rows r0 = g and r1 = g + 8 as whole 16-byte pieces: after a quad transpose lane t holds columns
+// 8 t .. 8 t + 7, so each row leaves as two full 32-byte sectors instead of eight half-used ones.
+// row0 / row1 point at the group's first column in rows r0 / r1 (16-byte aligned); every lane of
+// the warp must call it, with ok0 / ok1 saying whether its rows are to be written.
+template <typename T>
+__device__ __forceinline__ void store_acc_rows16(T* row0, T* row1, const float (*v)[4], bool ok0, bool ok1,
+                                                 int t) {
+  uint32_t a[4], b[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    a[j] = pack2(from_f<T>(v[j][0]), from_f<T>(v[j][1]));
+    b[j] = pack2(from_f<T>(v[j][2]), from_f<T>(v[j][3]));
+  }
+  quad_transpose(a, t);
+  quad_transpose(b, t);
+  if (ok0) *reinterpret_cast<uint4*>(row0 + 8 * t) = make_uint4(a[0], a[1], a[2], a[3]);
+  if (ok1) *reinterpret_cast<uint4*>(row1 + 8 * t) = make_uint4(b[0], b[1], b[2], b[3]);
+}
+
+// Whether a token tensor of dtype T can take 16-byte stores at every (batch, row, head) base and
+// multiple-of-8 column.
+template <typename T>
+__device__ __forceinline__ bool tok_vec16(const Tok& x) {
+  return x.dt == DtCode<T>::value && (reinterpret_cast<uintptr_t>(x.p) & 15) == 0 && x.sb % 8 == 0 &&
+         x.st % 8 == 0 && x.sh % 8 == 0;
 }
 
 

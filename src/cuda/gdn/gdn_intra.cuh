@@ -21,7 +21,8 @@ namespace attnkit::gdn_cuda {
 constexpr int kIntraThreads = 256;
 constexpr int kIntraMinBlocks = 3;  // three CTAs per SM fit the shared memory
 constexpr int kLdT = kHead + 8;    // 16-bit tile rows, padded against bank conflicts
-constexpr int kLdA = kChunk + 1;   // fp32 A: rows r and r + 8 of one column fall in distinct banks
+constexpr int kLdA = kChunk + 4;   // fp32 A: the 8 rows a warp reads at once, and its mma-layout
+                                   // stores, spread over the banks (at most 2-way on stores)
 constexpr int kLdI = kChunk + 4;   // fp32 T: 16-byte rows for float4 reads, rows r, r + 8 apart
 constexpr int kLdP = kChunk + 8;   // 16-bit 64 x 64
 
@@ -158,6 +159,14 @@ __device__ __forceinline__ void intra_product(const IntraSmem<T>& sm, const T* x
     }
   }
   const int r0 = row0 + g, r1 = r0 + 8;
+  if (tok_vec16<T>(dst)) {  // uniform: 16-byte rows, full sectors
+    T* const o = static_cast<T*>(dst.p) + base + col0;
+#pragma unroll
+    for (int grp = 0; grp < 2; ++grp)
+      store_acc_rows16<T>(o + r0 * dst.st + 32 * grp, o + r1 * dst.st + 32 * grp,
+                          &acc[4 * grp], r0 < len, r1 < len, t);
+    return;
+  }
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
     const int c = col0 + nt * 8 + 2 * t;
@@ -306,17 +315,28 @@ __global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(I
     qk_tiles(acc, sm.vs, sm.ks, lane, warp);
     const Tok& o = p.p_out;
     const int64_t ob = c.batch * o.sb + c.row0 * o.st + hv * o.sh;
+    const int i0 = 16 * (warp & 3) + g, j0 = 32 * (warp >> 2);
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2) {
-        const int i = 16 * (warp & 3) + g + h2 * 8, j = 32 * (warp >> 2) + nt * 8 + 2 * t;
-        if (i >= len) continue;
+        const int i = i0 + h2 * 8, j = j0 + nt * 8 + 2 * t;
         const float gi = sm.gc[i];
-        const float x0 = j <= i ? acc[nt][2 * h2] * __expf(gi - sm.gc[j]) : 0.f;
-        const float x1 = j + 1 <= i ? acc[nt][2 * h2 + 1] * __expf(gi - sm.gc[j + 1]) : 0.f;
-        st_pair(o.p, o.dt, ob + i * o.st + j, x0, x1);
+        acc[nt][2 * h2] = j <= i ? acc[nt][2 * h2] * __expf(gi - sm.gc[j]) : 0.f;
+        acc[nt][2 * h2 + 1] = j + 1 <= i ? acc[nt][2 * h2 + 1] * __expf(gi - sm.gc[j + 1]) : 0.f;
       }
+    if (tok_vec16<T>(o)) {
+      T* const pb = static_cast<T*>(o.p) + ob + j0;
+      store_acc_rows16<T>(pb + i0 * o.st, pb + (i0 + 8) * o.st, acc, i0 < len, i0 + 8 < len, t);
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2) {
+          const int i = i0 + h2 * 8, j = j0 + nt * 8 + 2 * t;
+          if (i < len) st_pair(o.p, o.dt, ob + i * o.st + j, acc[nt][2 * h2], acc[nt][2 * h2 + 1]);
+        }
+    }
   }
 }
 
