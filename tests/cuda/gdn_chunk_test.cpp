@@ -202,6 +202,11 @@ TEST(GdnChunkCuda, StagesRaggedFp32Intermediates) {
 TEST(GdnChunkCuda, StagesDenseBf16Intermediates) {
   run_stages({2, 150, 1, 2, {}}, DType::kBFloat16, 32);
 }
+TEST(GdnChunkCuda, StagesGroupOfThreeValueHeads) {
+  // The chunk output serves a q/k head's value heads in turn through two buffers: a third head
+  // reuses the first one's.
+  run_stages({2, 190, 1, 3, {}}, DType::kBFloat16, 34);
+}
 TEST(GdnChunkCuda, StagesFp16Inputs) {
   ChunkCase c{1, 96, 2, 2, {}};
   c.dt = DType::kFloat16;
