@@ -178,6 +178,7 @@ TEST(Sm90Prefill, RefusesWhatItDoesNotServe) {
   add("paged kv", [](AttnCase& c) { c.kv = KvKind::kPaged; });
   add("alibi", [](AttnCase& c) { c.alibi = true; });
   add("softcap with sinks", [](AttnCase& c) { c.softcap = 30.f; c.sinks = true; });
+  add("negative scale", [](AttnCase& c) { c.scale = -0.1f; });
   add("dqk != dv", [](AttnCase& c) { c.dqk = 192; c.dv = 128; });
   add("head dim 96", [](AttnCase& c) { c.dqk = c.dv = 96; });
   add("splits", [](AttnCase& c) { c.num_splits = 2; });

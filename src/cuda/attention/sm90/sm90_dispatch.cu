@@ -100,6 +100,9 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
   if (prob.softcap > 0.f && prob.has_sinks)
     return no("softcap together with learned sinks is not built (either alone is)");
   if (args.num_splits > 1) return no("split-KV (num_splits > 1) is not supported");
+  // The online softmax takes each row's max of the raw scores and scales after it, which keeps
+  // exp2 from overflowing only when the scale is positive.
+  if (prob.scale < 0.f) return no("a negative scale is not supported (the row max is taken before scaling)");
   if (prob.is_decode())
     return no("decode-sized queries (<= 16 rows) go to the portable split-KV kernels");
   if (prob.k_rows < 1) return no("needs at least one key row in k");
