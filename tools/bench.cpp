@@ -107,7 +107,7 @@ GdnCase gdn_decode(int n) {
 }
 
 bool known_set(const std::string& s) {
-  return s == "default" || s == "fa3" || s == "decode" || s == "gdn";
+  return s == "default" || s == "fa3" || s == "varlen" || s == "decode" || s == "gdn";
 }
 
 // The GPU shapes, or (gpu = false) much smaller ones that the CPU backend finishes quickly.
@@ -149,6 +149,22 @@ std::vector<Item> shape_set(const std::string& set, bool gpu) {
       for (bool causal : {false, true})
         A(gpu ? prefill(static_cast<int>(16384 / s), s, 32, 8, 128, causal)
               : prefill(static_cast<int>(1024 / s), s, 8, 2, 128, causal));
+  } else if (set == "varlen") {
+    // Inference-engine prefill: 8 uneven packed sequences, 16k tokens (CPU: 1k), GQA 32/8 d128,
+    // causal; the same tokens as an equal-length batch for comparison; sliding window 1k (Mistral /
+    // Gemma style local layers) and learned sinks (GPT-OSS style) on the packed batch.
+    const std::vector<int64_t> lens = gpu ? std::vector<int64_t>{5000, 300, 2500, 1200, 4000, 77, 2907, 384}
+                                          : std::vector<int64_t>{300, 20, 150, 77, 200, 5, 190, 82};
+    const int64_t total = gpu ? 16368 : 1024;
+    AttnCase even = prefill(8, total / 8, 32, 8, 128, true);
+    A(even);
+    for (int variant = 0; variant < 3; ++variant) {
+      AttnCase c = prefill(1, 0, 32, 8, 128, true);
+      c.varlen_q = c.varlen_k = lens;
+      if (variant == 1) c.mask = Mask::sliding_window(gpu ? 1024 : 64, 0);
+      if (variant == 2) c.sinks = true;
+      A(c);
+    }
   } else if (set == "decode") {
     for (int b : gpu ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 4})
       for (int64_t L : gpu ? std::vector<int64_t>{1024, 8192, 32768} : std::vector<int64_t>{1024, 4096})
@@ -360,9 +376,11 @@ Flags make_flags() {
           "Without one: the CPU reference backend on smaller shapes.\n"
           "Shape sets: default (prefill 4x4096 h16 d128, paged decode, GDN 16k + decode), fa3 (the\n"
           "FlashAttention-3 paper's: 16k tokens, hidden 2048, d 64/128/256, seqlen 512..16k, plus GQA\n"
-          "32/8 at 4k and 16k), decode (B 1/16/64 x L 1k/8k/32k, contiguous and paged 16/64),\n"
+          "32/8 at 4k and 16k), varlen (8 uneven packed sequences, 16k tokens, GQA 32/8 d128 causal;\n"
+          "an equal-length batch, a 1k sliding window, sinks), decode (B 1/16/64 x L 1k/8k/32k,\n"
+          "contiguous and paged 16/64),\n"
           "gdn (T 4k/16k/64k, varlen 8 seqs 32k, decode B 1/32/256).");
-  f.add("shapes", FlagType::kString, "default", "default | fa3 | decode | gdn, or a comma list")
+  f.add("shapes", FlagType::kString, "default", "default | fa3 | varlen | decode | gdn, or a comma list")
       .add("backend", FlagType::kString, "auto", "auto | cpu | cuda-portable | cuda-sm90")
       .add("repeats", FlagType::kInt, "", "timed calls per shape; the median is reported "
                                           "[default: 50 on a GPU, 3 on the CPU]")

@@ -13,6 +13,8 @@ namespace {
 using attnkit::gpu::sm90::LongestFirstScheduler;
 using attnkit::gpu::sm90::PersistentLongestFirstScheduler;
 using attnkit::gpu::sm90::PersistentScheduler;
+using attnkit::gpu::sm90::VarlenScheduler;
+using attnkit::gpu::sm90::WithVarlen;
 using attnkit::gpu::sm90::WorkTile;
 
 struct Shape {
@@ -26,7 +28,7 @@ constexpr int kSms[] = {1, 7, 132};
 // of round 0 in CTA order.
 template <class Sched>
 std::vector<int> replay(const Sched& s, int sms, std::vector<WorkTile>* order) {
-  const int grid = Sched::grid(s.num_tiles(), sms);
+  const int grid = s.grid(s.num_tiles(), sms);
   EXPECT_GE(grid, 1);
   EXPECT_LE(grid, s.num_tiles());
   std::vector<int> seen(static_cast<size_t>(s.num_tiles()), 0);
@@ -65,7 +67,8 @@ TEST(Sm90TileScheduler, EveryTileExactlyOnce) {
   expect_each_tile_once<PersistentScheduler>(&checked);
   expect_each_tile_once<LongestFirstScheduler>(&checked);
   expect_each_tile_once<PersistentLongestFirstScheduler>(&checked);
-  EXPECT_EQ(checked, 3 * static_cast<int>(std::size(kShapes)) * static_cast<int>(std::size(kSms)));
+  expect_each_tile_once<VarlenScheduler>(&checked);
+  EXPECT_EQ(checked, 4 * static_cast<int>(std::size(kShapes)) * static_cast<int>(std::size(kSms)));
 }
 
 TEST(Sm90TileScheduler, GridSizes) {
@@ -95,6 +98,61 @@ TEST(Sm90TileScheduler, LongestFirstStartsWithTheLastQueryTile) {
   replay(p, 16, &order);  // round 0: query tiles 7, 6, 5, 4, each for the 4 heads
   ASSERT_EQ(order.size(), 16u);
   for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i].m_block, 7 - static_cast<int>(i / 4)) << i;
+}
+
+}  // namespace
+
+namespace {
+
+// Varlen: query tiles from the last to the first are the slowest index, so round 0 hands out the
+// deepest tiles (which only the longest sequences have) for every batch and head first; rounds
+// alternate direction.
+TEST(Sm90TileScheduler, VarlenGoesDeepestTileFirstOverAllSequences) {
+  VarlenScheduler s;
+  s.num_m_blocks = 5;
+  s.num_heads = 3;
+  s.num_batch = 4;
+  std::vector<WorkTile> order;
+  const std::vector<int> seen = replay(s, 24, &order);  // round 0: 24 of the 60 tiles
+  for (int n : seen) EXPECT_EQ(n, 1);
+  ASSERT_EQ(order.size(), 24u);
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(order[i].m_block, 4 - static_cast<int>(i / 12)) << i;
+    EXPECT_EQ(order[i].batch, static_cast<int>(i / 3 % 4)) << i;
+    EXPECT_EQ(order[i].head, static_cast<int>(i % 3)) << i;
+  }
+  EXPECT_EQ(VarlenScheduler::grid(1000, 132), 132);
+  EXPECT_EQ(VarlenScheduler::grid(7, 132), 7);
+}
+
+// The kernel's scheduler picks the varlen order at run time; both modes hand every tile out once.
+TEST(Sm90TileScheduler, WithVarlenSwitchesAtRunTime) {
+  for (int use : {0, 1}) {
+    WithVarlen<LongestFirstScheduler> s;
+    s.use_varlen = use;
+    s.fixed.num_m_blocks = 6;
+    s.fixed.num_heads = 4;
+    s.fixed.num_batch = 2;
+    s.varlen.num_m_blocks = 9;  // the longest sequence, not Sq
+    s.varlen.num_heads = 4;
+    s.varlen.num_batch = 2;
+    EXPECT_EQ(s.num_tiles(), use ? 72 : 48);
+    EXPECT_EQ(s.grid(s.num_tiles(), 132), use ? 72 : 48);
+    EXPECT_EQ(s.grid(s.num_tiles(), 16), use ? 16 : 48);  // varlen is persistent
+    std::vector<int> seen(static_cast<size_t>(s.num_tiles()), 0);
+    const int grid = s.grid(s.num_tiles(), 16);
+    const int mb = use ? 9 : 6;
+    for (int cta = 0; cta < grid; ++cta)
+      for (int round = 0;; ++round) {
+        const int t = s.tile_index(cta, round, grid);
+        if (t >= s.num_tiles()) break;
+        const WorkTile w = s.tile(t);
+        ASSERT_TRUE(w.m_block >= 0 && w.m_block < mb && w.head >= 0 && w.head < 4 && w.batch >= 0 &&
+                    w.batch < 2);
+        ++seen[(static_cast<size_t>(w.batch) * 4 + w.head) * mb + w.m_block];
+      }
+    for (int n : seen) EXPECT_EQ(n, 1) << "use_varlen=" << use;
+  }
 }
 
 }  // namespace

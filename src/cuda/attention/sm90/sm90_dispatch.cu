@@ -3,8 +3,10 @@
 // and the launch of the variant from sm90_fwd_list.h.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "api/backends.h"
 #include "cuda/attention/sm90/sm90_fwd_params.h"
@@ -20,17 +22,16 @@ using gpu::Sm90FwdArgs;
 struct Variant {
   int d;
   DType dtype;
-  bool causal;
+  const char* policies;  // the variant's name in sm90_fwd_list.h: none, causal, local, ...
   const char* name;
   Status (*launch)(const Sm90FwdArgs&, cudaStream_t);
 };
 
 constexpr DType dtype_of(const char* t) { return t[0] == 'b' ? DType::kBFloat16 : DType::kFloat16; }
-constexpr bool causal_of(const char* m) { return m[0] == 'c'; }
 
-#define ATTNKIT_SM90_VARIANT_ROW(D, DT, MASK)                                       \
-  Variant{D, dtype_of(#DT), causal_of(#MASK), "sm90_fwd_d" #D "_" #DT "_" #MASK,    \
-          &gpu::sm90_fwd_d##D##_##DT##_##MASK},
+#define ATTNKIT_SM90_VARIANT_ROW(D, DT, VARIANT)                              \
+  Variant{D, dtype_of(#DT), #VARIANT, "sm90_fwd_d" #D "_" #DT "_" #VARIANT, \
+          &gpu::sm90_fwd_d##D##_##DT##_##VARIANT},
 constexpr Variant kVariants[] = {ATTNKIT_SM90_FWD_LIST(ATTNKIT_SM90_VARIANT_ROW)};
 #undef ATTNKIT_SM90_VARIANT_ROW
 
@@ -38,10 +39,23 @@ bool is_causal(const Mask& m) {
   return m.window_left < 0 && m.window_right == 0 && m.chunk_size == 0;
 }
 
+// The policies a request needs (nullptr: none built, softcap together with sinks). The dedicated
+// none / causal variants serve those masks when nothing else is asked for; any other mask, or a
+// score mod or sinks, goes to the run-time-mask variants.
+const char* policies_for(const AttnProblem& prob) {
+  if (prob.softcap > 0.f && prob.has_sinks) return nullptr;
+  if (prob.softcap > 0.f) return "local_softcap";
+  if (prob.has_sinks) return "local_sinks";
+  if (prob.mask.is_none()) return "none";
+  if (is_causal(prob.mask)) return "causal";
+  return "local";
+}
+
 const Variant* find_variant(const AttnProblem& prob) {
-  const bool causal = is_causal(prob.mask);
+  const char* pol = policies_for(prob);
+  if (pol == nullptr) return nullptr;
   for (const Variant& v : kVariants)
-    if (v.d == prob.dqk && v.dtype == prob.dtype && v.causal == causal) return &v;
+    if (v.d == prob.dqk && v.dtype == prob.dtype && std::string(v.policies) == pol) return &v;
   return nullptr;
 }
 
@@ -81,26 +95,29 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
   if (prob.dqk != prob.dv) return no("needs Dqk == Dv");
   if (prob.dqk != 64 && prob.dqk != 128 && prob.dqk != 256)
     return no("head dim " + std::to_string(prob.dqk) + " not built (64, 128, 256)");
-  if (prob.q_ragged) return no("ragged Q (cu_seqlens_q) is not supported yet");
-  if (prob.kv != KvLayout::kContiguous) return no("only contiguous K/V (no ragged or paged) yet");
-  if (prob.has_seqused_k) return no("seqused_k is not supported yet");
-  if (!prob.mask.is_none() && !is_causal(prob.mask))
-    return no("only no mask and causal (no sliding window or chunked masks) yet");
-  if (prob.softcap > 0.f) return no("softcap is not supported yet");
+  if (prob.kv == KvLayout::kPaged) return no("paged K/V is not supported yet");
   if (prob.has_alibi) return no("ALiBi is not supported yet");
-  if (prob.has_sinks) return no("learned sinks are not supported yet");
+  if (prob.softcap > 0.f && prob.has_sinks)
+    return no("softcap together with learned sinks is not built (either alone is)");
   if (args.num_splits > 1) return no("split-KV (num_splits > 1) is not supported");
+  // The online softmax takes each row's max of the raw scores and scales after it, which keeps
+  // exp2 from overflowing only when the scale is positive.
+  if (prob.scale < 0.f) return no("a negative scale is not supported (the row max is taken before scaling)");
   if (prob.is_decode())
     return no("decode-sized queries (<= 16 rows) go to the portable split-KV kernels");
-  if (prob.k_rows < 1) return no("needs at least one key");
+  if (prob.k_rows < 1) return no("needs at least one key row in k");
   if (prob.q_rows > (int64_t{1} << 30) || prob.k_rows > (int64_t{1} << 30))
-    return no("sequence lengths must stay below 2^30");
+    return no("sequence lengths (ragged: total rows) must stay below 2^30");
   // The persistent scheduler numbers work tiles (at least 128 query rows of one head) with an int,
-  // with headroom for one more round of the grid. (Each factor is below 2^31, so neither product
-  // overflows 64 bits.)
-  const int64_t tiles_per_batch = (prob.q_rows + 127) / 128 * int64_t{prob.hq};
+  // with headroom for one more round of the grid. Per-sequence lengths: over a grid sized by the
+  // longest sequence. (Each factor is below 2^31, so neither product overflows 64 bits.)
+  const int64_t rows = prob.q_ragged ? std::max<int64_t>(prob.max_seqlen_q, 0) : prob.q_rows;
+  const int64_t tiles_per_batch = (rows + 127) / 128 * int64_t{prob.hq};
   if (tiles_per_batch >= (int64_t{1} << 30) || tiles_per_batch * prob.batch >= (int64_t{1} << 30))
     return no("too many work tiles (query tiles x heads x batch must stay below 2^30)");
+  if (prob.mask.window_left > (1 << 30) || prob.mask.window_right > (1 << 30) ||
+      prob.mask.chunk_size > (1 << 30))
+    return no("window and chunk sizes must stay below 2^30");
   ATTNKIT_RETURN_IF_ERROR(check_tma_operand(args.q, "q"));
   ATTNKIT_RETURN_IF_ERROR(check_tma_operand(args.k, "k"));
   ATTNKIT_RETURN_IF_ERROR(check_tma_operand(args.v, "v"));
@@ -109,6 +126,11 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
     return no("o must be 4-byte aligned and contiguous along the head dim");
   for (int i = 0; i + 1 < args.o.ndim; ++i)
     if (args.o.stride[i] % 2 != 0) return no("o strides must be even");
+  // Index tensors are addressed with int strides (sm90_seqlen.h).
+  for (auto [t, name] : {std::pair{&args.cu_seqlens_q, "cu_seqlens_q"},
+                         {&args.cu_seqlens_k, "cu_seqlens_k"}, {&args.seqused_k, "seqused_k"}})
+    if (t->defined() && t->shape[0] > 1 && t->stride[0] >= (int64_t{1} << 30))
+      return no(std::string(name) + " stride must stay below 2^30");
   if (find_variant(prob) == nullptr) return no("no kernel variant for this request");
   return Status::Ok();
 #endif
@@ -137,20 +159,46 @@ Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
   g.k = a.k.data;
   g.v = a.v.data;
   g.o = a.o.data;
-  g.q_batch = a.q.stride[0], g.q_row = a.q.stride[1], g.q_head = a.q.stride[2];
-  g.k_batch = a.k.stride[0], g.k_row = a.k.stride[1], g.k_head = a.k.stride[2];
-  g.v_batch = a.v.stride[0], g.v_row = a.v.stride[1], g.v_head = a.v.stride[2];
-  g.o_batch = a.o.stride[0], g.o_row = a.o.stride[1], g.o_head = a.o.stride[2];
+  // Ragged tensors have no batch dim: batch extent 1, stride 0 (rows, heads are dims 0, 1).
+  const int qd = prob.q_ragged ? 0 : 1;
+  const int kd = prob.kv == KvLayout::kRagged ? 0 : 1;
+  g.q_batch = qd ? a.q.stride[0] : 0, g.q_row = a.q.stride[qd], g.q_head = a.q.stride[qd + 1];
+  g.k_batch = kd ? a.k.stride[0] : 0, g.k_row = a.k.stride[kd], g.k_head = a.k.stride[kd + 1];
+  g.v_batch = kd ? a.v.stride[0] : 0, g.v_row = a.v.stride[kd], g.v_head = a.v.stride[kd + 1];
+  g.o_batch = qd ? a.o.stride[0] : 0, g.o_row = a.o.stride[qd], g.o_head = a.o.stride[qd + 1];
   if (prob.has_lse) {
     g.lse = static_cast<float*>(a.lse.data);
-    g.lse_batch = a.lse.stride[0], g.lse_row = a.lse.stride[1], g.lse_head = a.lse.stride[2];
+    g.lse_batch = qd ? a.lse.stride[0] : 0, g.lse_row = a.lse.stride[qd], g.lse_head = a.lse.stride[qd + 1];
   }
   g.batch = prob.batch;
   g.sq = static_cast<int>(prob.q_rows);
   g.sk = static_cast<int>(prob.k_rows);
+  g.q_batches = qd ? prob.batch : 1;
+  g.k_batches = kd ? prob.batch : 1;
+  g.max_seqlen_q = prob.q_ragged ? prob.max_seqlen_q : static_cast<int>(prob.q_rows);
   g.hq = prob.hq;
   g.hkv = prob.hkv;
   g.scale = prob.scale;
+  if (prob.q_ragged) {
+    g.cu_seqlens_q = static_cast<const int32_t*>(a.cu_seqlens_q.data);
+    g.cu_q_stride = a.cu_seqlens_q.stride[0];
+  }
+  if (prob.kv == KvLayout::kRagged) {
+    g.cu_seqlens_k = static_cast<const int32_t*>(a.cu_seqlens_k.data);
+    g.cu_k_stride = a.cu_seqlens_k.stride[0];
+  }
+  if (prob.has_seqused_k) {
+    g.seqused_k = static_cast<const int32_t*>(a.seqused_k.data);
+    g.seqused_k_stride = a.seqused_k.stride[0];
+  }
+  g.window_left = prob.mask.window_left;
+  g.window_right = prob.mask.window_right;
+  g.chunk_size = prob.mask.chunk_size;
+  g.softcap = prob.softcap;
+  if (prob.has_sinks) {
+    g.sinks = static_cast<const float*>(a.sinks.data);
+    g.sinks_stride = a.sinks.stride[0];
+  }
   DeviceGuard guard(prob.device.index);
   if (!guard.ok()) return Status::Cuda("sm90 attention: cannot select CUDA device " +
                                        std::to_string(prob.device.index));

@@ -21,8 +21,14 @@
 // every consumer warp has finished its last Q·Kᵀ of the current one (q_empty), so the next tile's
 // loads overlap the current tile's last P·V and epilogue.
 //
-// The KV loop runs from the last visible KV tile down to tile 0: with the causal mask the tiles
-// that need masking are the first ones visited, so the rest run without mask code.
+// The KV loop runs from the last visible KV tile down to the first: the mask policy (sm90_mask.h)
+// says which tiles a query tile sees and which of them need the mask; those near the diagonal come
+// first, then the fully visible ones without mask code, then (windows, chunks) those at the left
+// edge. Score modifiers and sinks are policies too (sm90_score_mod.h).
+// Per-sequence lengths (ragged Q / K, seqused_k) are read per tile (sm90_seqlen.h). The last KV
+// tile of a sequence is loaded so that it ends at the sequence's last key (rows from sk - N, the
+// overlap with the tile before it masked): a V row past the sequence end is never read, since
+// 0 x NaN would poison P·V where such a row is an unfilled cache slot.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -37,7 +43,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
+#include "cuda/attention/sm90/sm90_mask.h"
+#include "cuda/attention/sm90/sm90_score_mod.h"
+#include "cuda/attention/sm90/sm90_seqlen.h"
 #include "cuda/attention/sm90/sm90_tile_scheduler.h"
 
 namespace attnkit::gpu::sm90 {
@@ -156,10 +166,16 @@ struct FwdKernelParams {
   int64_t o_batch, o_row, o_head;
   float* lse;
   int64_t lse_batch, lse_row, lse_head;
-  int sq, sk, hq, hkv, group;
-  SchedulerFor<Cfg::kHeadDim, Cfg::kCausal> sched;
-  float scale_log2;
+  int q_batches, k_batches;  // TMA batch extents (1 for ragged tensors)
+  int hq, hkv, group;
+  WithVarlen<SchedulerFor<Cfg::kHeadDim, Cfg::kCausal>> sched;
   int pingpong;  // 1: the consumer warpgroups take turns issuing GEMMs
+  SeqLens seqs;
+  MaskLocal mask;  // run-time window / chunk sizes (read by MaskLocal only)
+  float scale;
+  float softcap;
+  const float* sinks;  // SinkLearned only
+  int64_t sinks_stride;
 };
 
 // Named barriers (user ids, CUTLASS adds its reserved count) for the consumers' ping-pong.
@@ -183,15 +199,19 @@ CUTE_DEVICE float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Last KV tile (exclusive) that any row of query tile m_block can see.
-template <class Cfg>
-CUTE_HOST_DEVICE int kv_blocks_for(int m_block, int sq, int sk) {
-  int end = sk;
-  if constexpr (Cfg::kCausal) end = min(sk, (m_block + 1) * Cfg::kBlockM + sk - sq);
-  return end <= 0 ? 0 : (end + Cfg::kBlockN - 1) / Cfg::kBlockN;
+template <class Mask>
+CUTE_DEVICE Mask make_mask(const MaskLocal& m) {
+  if constexpr (std::is_same_v<Mask, MaskLocal>) return m;
+  else return Mask{};
 }
 
-template <class Cfg>
+// First key of KV tile n: n·N, except that the sequence's last tile ends at its last key.
+template <int kBlockN>
+CUTE_DEVICE int tile_first_key(int n, int sk) {
+  return min(n * kBlockN, sk - kBlockN);
+}
+
+template <class Cfg, class Mask, class Mod, class Sinks>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     sm90_fwd_kernel(const __grid_constant__ FwdKernelParams<Cfg> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -204,6 +224,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto& ss = *reinterpret_cast<SharedStorage<Cfg>*>(smem_raw);
 
   const int num_tiles = p.sched.num_tiles();
+  const Mask mask = make_mask<Mask>(p.mask);
   const int warp_group = cutlass::canonical_warp_group_idx();
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
   using PlainBarrier = cutlass::arch::ClusterBarrier;
@@ -232,10 +253,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
     if (threadIdx.x != 0) return;
 
-    const int nb = p.sched.num_batch;
-    Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.sq, Int<kD>{}, p.hq, nb));
-    Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.sk, Int<kD>{}, p.hkv, nb));
-    Tensor mVt = p.tma_v.get_tma_tensor(make_shape(Int<kD>{}, p.sk, p.hkv, nb));
+    Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.seqs.q_rows, Int<kD>{}, p.hq, p.q_batches));
+    Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.seqs.k_rows, Int<kD>{}, p.hkv, p.k_batches));
+    Tensor mVt = p.tma_v.get_tma_tensor(make_shape(Int<kD>{}, p.seqs.k_rows, p.hkv, p.k_batches));
     auto tma_q = p.tma_q.get_slice(0);
     auto tma_k = p.tma_k.get_slice(0);
     auto tma_v = p.tma_v.get_slice(0);
@@ -249,19 +269,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const int t = p.sched.tile_index(blockIdx.x, round, gridDim.x);
       if (t >= num_tiles) break;
       const WorkTile w = p.sched.tile(t);
-      const int n_blocks = kv_blocks_for<Cfg>(w.m_block, p.sq, p.sk);
-      if (n_blocks == 0) continue;  // the consumers write this tile without reading anything
+      const SeqInfo si = p.seqs.get(w.batch);
+      if (w.m_block * kBlockM >= si.sq) continue;  // past this sequence's end (varlen)
+      const KvTileRange kr = kv_tile_range<kBlockM, kBlockN>(mask, w.m_block, si.sq, si.sk);
+      if (kr.end <= kr.begin) continue;  // the consumers write this tile without reading anything
       const int kv_head = w.head / p.group;
-      Tensor gQ = local_tile(mQ(_, _, w.head, w.batch), typename Cfg::TileQ{}, make_coord(w.m_block, _0{}));
-      Tensor gK = local_tile(mK(_, _, kv_head, w.batch), typename Cfg::TileK{}, make_coord(_, _0{}));
-      Tensor gVt = local_tile(mVt(_, _, kv_head, w.batch), typename Cfg::TileVt{}, make_coord(_0{}, _));
+      Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, w.head, si.q_batch)),
+                             typename Cfg::TileQ{}, make_coord(w.m_block, _0{}));
+      Tensor mKs = domain_offset(make_coord(si.k_offset, _0{}), mK(_, _, kv_head, si.kv_batch));
+      Tensor mVs = domain_offset(make_coord(_0{}, si.k_offset), mVt(_, _, kv_head, si.kv_batch));
       Tensor tQg = tma_q.partition_S(gQ);
-      Tensor tKg = tma_k.partition_S(gK);  // (TMA, _, _, n)
-      Tensor tVg = tma_v.partition_S(gVt);
-      for (int n = n_blocks - 1; n >= 0; --n) {
+      for (int n = kr.end - 1; n >= kr.begin; --n) {
+        const int key0 = tile_first_key<kBlockN>(n, si.sk);
+        Tensor tKg = tma_k.partition_S(local_tile(domain_offset(make_coord(key0, _0{}), mKs),
+                                                  typename Cfg::TileK{}, make_coord(_0{}, _0{})));
+        Tensor tVg = tma_v.partition_S(local_tile(domain_offset(make_coord(_0{}, key0), mVs),
+                                                  typename Cfg::TileVt{}, make_coord(_0{}, _0{})));
         pipe_k.producer_acquire(st);
-        copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg(_, _, _, n), tKs(_, _, _, st.index()));
-        if (n == n_blocks - 1) {
+        copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg, tKs(_, _, _, st.index()));
+        if (n == kr.end - 1) {
           // Q goes after the tile's first K: K/V stages free up while the consumers still read
           // the previous tile's Q, which is released only after its last Q·Kᵀ.
           if (q_loads > 0) PlainBarrier::wait(&ss.q_empty, (q_loads - 1) & 1);
@@ -270,7 +296,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           ++q_loads;
         }
         pipe_v.producer_acquire(st);
-        copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg(_, _, _, n), tVs(_, _, _, st.index()));
+        copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg, tVs(_, _, _, st.index()));
         ++st;
       }
     }
@@ -314,9 +340,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   Tensor tOrP = make_tensor<Element>(PLayout{});
 
   float row_max[kRows], row_sum[kRows];
-  const float scale_log2 = p.scale_log2;
-  // Query row r of the sequence sits at position r + sk - sq; keys beyond it are hidden (causal).
-  const int diag_offset = p.sk - p.sq;
+  const Mod mod = Mod::make(p);
+  const float scale_log2 = mod.factor;
+  // The current work tile: its sequence's lengths are looked up again where needed (masked tiles,
+  // epilogue) rather than kept live through the KV loop, which has no registers to spare.
+  WorkTile w{};
   int row0 = 0;  // first query row of the current work tile
 
   // GEMM issue helpers: they only issue and commit one wgmma batch; the caller waits.
@@ -344,15 +372,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // factors for O and whether any is != 1.
   float corr[kRows];
   auto softmax = [&](int n, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
+    mod.apply(S);
     if constexpr (decltype(masked)::value) {
-      const int col0 = n * kBlockN;
+      // Keys of this tile: from tile_first_key; those below n·N (the last tile's overlap with the
+      // one before it) are hidden too.
+      const SeqInfo si = p.seqs.get(w.batch);
+      const int col0 = tile_first_key<kBlockN>(n, si.sk);
       CUTE_UNROLL
-      for (int i = 0; i < size(S); ++i) {
-        const int row = row0 + get<0>(cSrc(i));
-        const int col = col0 + get<1>(cSrc(i));
-        bool hidden = col >= p.sk;
-        if constexpr (Cfg::kCausal) hidden |= col > row + diag_offset;
-        if (hidden) S(i) = -INFINITY;
+      for (int r = 0; r < kRows; ++r) {
+        const RowBounds rb = row_bounds(mask, row0 + get<0>(cSrc(r, 0)), si.sq, si.sk);
+        const int lo = max(rb.lo, n * kBlockN);
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(S); ++c) {
+          const int col = col0 + get<1>(cSrc(r, c));
+          if (col < lo || col > rb.hi) S(r, c) = -INFINITY;
+        }
       }
     }
     // Row max and row sum in kAcc interleaved partial chains: one chain of N/4 dependent FMNMX or
@@ -436,9 +470,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   for (int round = 0;; ++round) {
     const int t = p.sched.tile_index(blockIdx.x, round, gridDim.x);
     if (t >= num_tiles) break;
-    const WorkTile w = p.sched.tile(t);
-    const int n_blocks = kv_blocks_for<Cfg>(w.m_block, p.sq, p.sk);
+    w = p.sched.tile(t);
     row0 = w.m_block * kBlockM;
+    KvTileRange kr;
+    {
+      const SeqInfo si = p.seqs.get(w.batch);
+      if (row0 >= si.sq) continue;  // past this sequence's end (varlen)
+      kr = kv_tile_range<kBlockM, kBlockN>(mask, w.m_block, si.sq, si.sk);
+      // Without a left edge the range starts at tile 0 with no masked tile below the full ones.
+      if constexpr (!Mask::kLeftEdge) kr.begin = kr.full_begin = 0;
+    }
     clear(tOrO);
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
@@ -446,25 +487,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       row_sum[r] = 0.f;
     }
 
-    // Tiles that need the mask: the one holding key sk-1 (when sk is not a multiple of the tile),
-    // and under causal every tile reaching past the first row's diagonal. Tiles [masked_from,
-    // n_blocks) are masked; the loop visits them first.
-    int masked_from = n_blocks;
-    if (p.sk % kBlockN != 0) masked_from = min(masked_from, p.sk / kBlockN);
-    if constexpr (Cfg::kCausal) {
-      // Tile t is fully visible when its last key t*N + N-1 <= row0 + diag_offset.
-      const int last_full = row0 + diag_offset - (kBlockN - 1);
-      masked_from = min(masked_from, last_full < 0 ? 0 : last_full / kBlockN + 1);
-    }
-
-    if (n_blocks > 0) {
+    if (kr.end > kr.begin) {
       Barrier::wait(&ss.q_full, q_loads & 1);
       if (pingpong && wg == kWGs - 1 && q_loads == 0)
         cutlass::arch::NamedBarrier::arrive(kTurnThreads, kTurnBarrier + 0);
       ++q_loads;
 
       // Prologue: S for the first (last-in-sequence) tile, alone.
-      int n = n_blocks - 1;
+      int n = kr.end - 1;
       pipe_k.consumer_wait(st_k);
       turn_begin();
       issue_s(st_k.index());
@@ -473,8 +503,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       warpgroup_fence_operand(tSrS);
       pipe_k.consumer_release(st_k);
       ++st_k;
-      if (n == 0) release_q();
-      bool rescale = n >= masked_from ? softmax(n, cute::true_type{}) : softmax(n, cute::false_type{});
+      if (n == kr.begin) release_q();
+      bool rescale = kr.needs_mask(n) ? softmax(n, cute::true_type{}) : softmax(n, cute::false_type{});
       convert_p();
 
       // Steady state: S(n) = Q·K(n)ᵀ and O += P(n+1)·V(n+1) in flight together; the softmax of
@@ -492,7 +522,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(st_k);
         ++st_k;
-        if (n == 0) release_q();
+        if (n == kr.begin) release_q();
         rescale = softmax(n, masked);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
@@ -500,8 +530,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         ++st_v;
         convert_p();
       };
-      for (--n; n >= 0 && n >= masked_from; --n) step(n, cute::true_type{});
-      for (; n >= 0; --n) step(n, cute::false_type{});
+      for (--n; n >= kr.begin && n >= kr.full_end; --n) step(n, cute::true_type{});
+      if constexpr (Mask::kLeftEdge) {
+        for (; n >= kr.full_begin; --n) step(n, cute::false_type{});
+        for (; n >= kr.begin; --n) step(n, cute::true_type{});
+      } else {
+        for (; n >= 0; --n) step(n, cute::false_type{});
+      }
 
       // Epilogue of the loop: the last P·V.
       pipe_v.consumer_wait(st_v);
@@ -515,15 +550,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       ++st_v;
     }
     // ---------------- epilogue of the tile
-    const int64_t o_base = w.batch * p.o_batch + w.head * p.o_head;
+    const SeqInfo si = p.seqs.get(w.batch);
+    const int64_t o_base = si.q_batch * p.o_batch + int64_t{si.q_offset} * p.o_row + w.head * p.o_head;
     const float kLn2 = 0.69314718055994530942f;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      const float sum = quad_sum(row_sum[r]);
-      const bool empty = !(sum > 0.f);
-      const float inv = empty ? 0.f : 1.f / sum;
+      float sum = quad_sum(row_sum[r]);
+      const bool empty = !(sum > 0.f);  // no visible key: O = 0, LSE = -inf (sink or not)
+      float inv = empty ? 0.f : 1.f / sum;
+      float lse_log2 = row_max[r] * scale_log2 + __log2f(sum);
+      if constexpr (Sinks::kEnabled) {
+        // The sink joins the denominator in the frame of the larger of it and the row max.
+        if (!empty) {
+          const float m = row_max[r] * scale_log2;
+          const float s = Sinks{p.sinks, p.sinks_stride}.log2_sink(w.head);
+          const float mf = fmaxf(m, s);
+          const float c = exp2f(m - mf);
+          const float denom = sum * c + exp2f(s - mf);
+          inv = c / denom;
+          lse_log2 = mf + __log2f(denom);
+        }
+      }
       const int row = row0 + get<0>(cOrc(r, 0));
-      if (row < p.sq) {
+      if (row < si.sq) {
         Element* out = p.o + o_base + row * p.o_row;
         CUTE_UNROLL
         for (int c = 0; c < size<1>(O); c += 2) {
@@ -535,8 +584,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           *reinterpret_cast<cutlass::Array<Element, 2>*>(out + col) = cvt(v);
         }
         if (p.lse != nullptr && get<1>(cOrc(r, 0)) == 0) {
-          const float lse = empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * kLn2;
-          p.lse[w.batch * p.lse_batch + row * p.lse_row + w.head * p.lse_head] = lse;
+          const float lse = empty ? -INFINITY : lse_log2 * kLn2;
+          p.lse[si.q_batch * p.lse_batch + int64_t{si.q_offset + row} * p.lse_row +
+                w.head * p.lse_head] = lse;
         }
       }
     }

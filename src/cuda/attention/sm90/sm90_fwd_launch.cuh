@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "attnkit/status.h"
 #include "cuda/attention/sm90/sm90_fwd_params.h"
@@ -24,30 +25,44 @@
 
 namespace attnkit::gpu::sm90 {
 
-template <class Element, int kHeadDim, bool kCausal>
+// Masked variants (causal, local) share the causal tile configuration and scheduler: their tiles
+// differ in cost.
+template <class Element, int kHeadDim, class Mask, class Mod, class Sinks>
 Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
-  using Cfg = FwdConfig<Element, kHeadDim, kCausal>;
+  using Cfg = FwdConfig<Element, kHeadDim, !std::is_same_v<Mask, MaskNone>>;
   using Params = FwdKernelParams<Cfg>;
   // TMA wants every global stride a multiple of 16 bytes, even for extents of 1 whose stride is
   // never used: those get the (already aligned) row stride.
   auto fix = [](int64_t stride, int extent, int64_t row) { return extent == 1 ? row : stride; };
   auto q = make_tensor(make_gmem_ptr(static_cast<const Element*>(a.q)),
-                       make_shape(a.sq, Int<kHeadDim>{}, a.hq, a.batch),
+                       make_shape(a.sq, Int<kHeadDim>{}, a.hq, a.q_batches),
                        make_stride(a.q_row, _1{}, fix(a.q_head, a.hq, a.q_row),
-                                   fix(a.q_batch, a.batch, a.q_row)));
+                                   fix(a.q_batch, a.q_batches, a.q_row)));
   auto k = make_tensor(make_gmem_ptr(static_cast<const Element*>(a.k)),
-                       make_shape(a.sk, Int<kHeadDim>{}, a.hkv, a.batch),
+                       make_shape(a.sk, Int<kHeadDim>{}, a.hkv, a.k_batches),
                        make_stride(a.k_row, _1{}, fix(a.k_head, a.hkv, a.k_row),
-                                   fix(a.k_batch, a.batch, a.k_row)));
+                                   fix(a.k_batch, a.k_batches, a.k_row)));
   auto vt = make_tensor(make_gmem_ptr(static_cast<const Element*>(a.v)),
-                        make_shape(Int<kHeadDim>{}, a.sk, a.hkv, a.batch),
+                        make_shape(Int<kHeadDim>{}, a.sk, a.hkv, a.k_batches),
                         make_stride(_1{}, a.v_row, fix(a.v_head, a.hkv, a.v_row),
-                                    fix(a.v_batch, a.batch, a.v_row)));
-  SchedulerFor<kHeadDim, kCausal> sched;
-  sched.num_m_blocks = (a.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
-  sched.num_heads = a.hq;
-  sched.num_batch = a.batch;
-  const int64_t num_tiles = int64_t{sched.num_m_blocks} * a.hq * a.batch;
+                                    fix(a.v_batch, a.k_batches, a.v_row)));
+  SeqLens seqs;
+  seqs.q_rows = a.sq;
+  seqs.k_rows = a.sk;
+  seqs.cu_q = a.cu_seqlens_q, seqs.cu_q_stride = static_cast<int>(a.cu_q_stride);
+  seqs.cu_k = a.cu_seqlens_k, seqs.cu_k_stride = static_cast<int>(a.cu_k_stride);
+  seqs.used_k = a.seqused_k, seqs.used_k_stride = static_cast<int>(a.seqused_k_stride);
+  WithVarlen<SchedulerFor<kHeadDim, Cfg::kCausal>> sched;
+  sched.use_varlen = seqs.varlen() ? 1 : 0;
+  sched.fixed.num_m_blocks = (a.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  sched.fixed.num_heads = a.hq;
+  sched.fixed.num_batch = a.batch;
+  sched.varlen.num_m_blocks = (a.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  sched.varlen.num_heads = a.hq;
+  sched.varlen.num_batch = a.batch;
+  const int m_blocks = sched.use_varlen ? sched.varlen.num_m_blocks : sched.fixed.num_m_blocks;
+  const int64_t num_tiles = int64_t{m_blocks} * a.hq * a.batch;
+  if (num_tiles == 0) return Status::Ok();
   if (num_tiles >= (int64_t{1} << 30))
     return Status::Unsupported("sm90 attention: 2^30 or more work tiles");
   // The scheduler sizes the grid: persistent (one CTA per SM, as shared memory allows no more)
@@ -55,19 +70,21 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   int device = 0, sms = 0;
   ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
   ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  MaskLocal mask;
+  mask.left = a.window_left, mask.right = a.window_right, mask.chunk = a.chunk_size;
   Params p{make_tma_copy(SM90_TMA_LOAD{}, q, typename Cfg::SmemLayoutQ{}),
            make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(typename Cfg::SmemLayoutK{})),
            make_tma_copy(SM90_TMA_LOAD{}, vt, take<0, 2>(typename Cfg::SmemLayoutVt{})),
            static_cast<Element*>(a.o), a.o_batch, a.o_row, a.o_head,
            a.lse, a.lse_batch, a.lse_row, a.lse_head,
-           a.sq, a.sk, a.hq, a.hkv, a.hq / a.hkv, sched,
-           a.scale * 1.4426950408889634f, a.pingpong ? 1 : 0};
+           a.q_batches, a.k_batches, a.hq, a.hkv, a.hq / a.hkv, sched,
+           a.pingpong ? 1 : 0, seqs, mask, a.scale, a.softcap, a.sinks, a.sinks_stride};
 
-  auto kernel = &sm90_fwd_kernel<Cfg>;
+  auto kernel = &sm90_fwd_kernel<Cfg, Mask, Mod, Sinks>;
   constexpr int kSmem = static_cast<int>(sizeof(SharedStorage<Cfg>));
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds the 227 KB a Hopper CTA can have");
   ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  const dim3 grid(static_cast<unsigned>(decltype(sched)::grid(static_cast<int>(num_tiles), sms)));
+  const dim3 grid(static_cast<unsigned>(sched.grid(static_cast<int>(num_tiles), sms)));
   kernel<<<grid, Cfg::kThreads, kSmem, stream>>>(p);
   ATTNKIT_CUDA_CHECK_LAUNCH("sm90_fwd_kernel");
   return Status::Ok();
@@ -77,14 +94,18 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 
 #define ATTNKIT_SM90_ELEMENT_bf16 cutlass::bfloat16_t
 #define ATTNKIT_SM90_ELEMENT_fp16 cutlass::half_t
-#define ATTNKIT_SM90_CAUSAL_none false
-#define ATTNKIT_SM90_CAUSAL_causal true
+// Each variant name of sm90_fwd_list.h -> (mask, score mod, sinks) policy types.
+#define ATTNKIT_SM90_POLICIES_none sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone
+#define ATTNKIT_SM90_POLICIES_causal sm90::MaskCausal, sm90::ScoreNone, sm90::SinkNone
+#define ATTNKIT_SM90_POLICIES_local sm90::MaskLocal, sm90::ScoreNone, sm90::SinkNone
+#define ATTNKIT_SM90_POLICIES_local_softcap sm90::MaskLocal, sm90::ScoreSoftcap, sm90::SinkNone
+#define ATTNKIT_SM90_POLICIES_local_sinks sm90::MaskLocal, sm90::ScoreNone, sm90::SinkLearned
 
-#define ATTNKIT_DEFINE_SM90_FWD(D, DT, MASK)                                                  \
-  namespace attnkit::gpu {                                                                    \
-  Status sm90_fwd_d##D##_##DT##_##MASK(const Sm90FwdArgs& a, cudaStream_t stream) {           \
-    return sm90::run_fwd<ATTNKIT_SM90_ELEMENT_##DT, D, ATTNKIT_SM90_CAUSAL_##MASK>(a, stream); \
-  }                                                                                           \
+#define ATTNKIT_DEFINE_SM90_FWD(D, DT, MASK)                                                    \
+  namespace attnkit::gpu {                                                                      \
+  Status sm90_fwd_d##D##_##DT##_##MASK(const Sm90FwdArgs& a, cudaStream_t stream) {             \
+    return sm90::run_fwd<ATTNKIT_SM90_ELEMENT_##DT, D, ATTNKIT_SM90_POLICIES_##MASK>(a, stream); \
+  }                                                                                             \
   }
 
 #else  // no sm_90a target in this build: the dispatcher never calls these.

@@ -8,19 +8,40 @@
 namespace attnkit::gpu {
 
 struct Sm90FwdArgs {
-  const void* q = nullptr;  // [B, Sq, Hq, D]
-  const void* k = nullptr;  // [B, Sk, Hkv, D]
-  const void* v = nullptr;  // [B, Sk, Hkv, D]
-  void* o = nullptr;        // [B, Sq, Hq, D]
-  float* lse = nullptr;     // [B, Sq, Hq] (any strides), optional
+  // Batched: Q/O [B, Sq, Hq, D], K/V [B, Sk, Hkv, D]. Ragged Q (cu_q): Q/O [total_q, Hq, D], LSE
+  // [total_q, Hq]; ragged K (cu_k): K/V [total_k, Hkv, D]. A ragged tensor has batch extent 1 and
+  // batch stride 0 here, and sq / sk are then its total rows.
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;  // optional, any strides
   int64_t q_batch = 0, q_row = 0, q_head = 0;
   int64_t k_batch = 0, k_row = 0, k_head = 0;
   int64_t v_batch = 0, v_row = 0, v_head = 0;
   int64_t o_batch = 0, o_row = 0, o_head = 0;
   int64_t lse_batch = 0, lse_row = 0, lse_head = 0;
-  int batch = 0, sq = 0, sk = 0, hq = 0, hkv = 0;
+  int batch = 0;  // sequences
+  int sq = 0, sk = 0;  // rows of Q / K per batch entry (ragged: of the whole tensor)
+  int q_batches = 0, k_batches = 0;  // batch extents of the Q and K/V tensors (1 when ragged)
+  int max_seqlen_q = 0;  // longest sequence's queries (an upper bound with device indices)
+  int hq = 0, hkv = 0;
   float scale = 0.f;
   bool pingpong = true;  // consumer warpgroups take turns issuing GEMMs (named barriers)
+
+  // Per-sequence lengths (int32, device): any of them makes the launch "varlen".
+  const int32_t* cu_seqlens_q = nullptr;
+  int64_t cu_q_stride = 1;
+  const int32_t* cu_seqlens_k = nullptr;
+  int64_t cu_k_stride = 1;
+  const int32_t* seqused_k = nullptr;
+  int64_t seqused_k_stride = 1;
+
+  // Read only by the variants whose policies use them (sm90_fwd_list.h).
+  int window_left = -1, window_right = -1, chunk_size = 0;
+  float softcap = 0.f;
+  const float* sinks = nullptr;
+  int64_t sinks_stride = 1;
 };
 
 }  // namespace attnkit::gpu

@@ -18,6 +18,14 @@
 //   first, then batch; rounds alternate direction ("snake": CTA c takes r·grid + c on even rounds,
 //   r·grid + grid-1-c on odd ones), as a plain round robin would give CTA 0 the longest tile of
 //   every round.
+// VarlenScheduler (per-sequence lengths: cu_seqlens_q / cu_seqlens_k / seqused_k): persistent,
+//   over a virtual grid of query tiles sized by the longest sequence (tiles past a sequence's end
+//   are skipped by the kernel in a few instructions). Order: heads fastest, then batch, then query
+//   tiles from the last to the first, with snake rounds: the deepest query tiles exist only in the
+//   longest sequences and (causal) see the most keys, so the longest work goes first and the short
+//   tiles fill the end. The lengths live on the device, so no host-side sort is possible.
+// WithVarlen<S>: the scheduler a kernel carries: S for batched requests, VarlenScheduler when the
+//   request has per-sequence lengths (a run-time choice: no extra instantiation).
 #pragma once
 
 #include <cstdint>
@@ -91,6 +99,42 @@ struct PersistentLongestFirstScheduler {
     t.batch = idx / num_m_blocks;
     return t;
   }
+};
+
+struct VarlenScheduler {
+  int num_m_blocks = 0;  // query tiles of the longest sequence
+  int num_heads = 0;
+  int num_batch = 0;
+
+  ATTNKIT_SM90_HD int num_tiles() const { return num_m_blocks * num_heads * num_batch; }
+  static int grid(int num_tiles, int sms) { return num_tiles < sms ? num_tiles : sms; }
+  ATTNKIT_SM90_HD int tile_index(int cta, int round, int grid) const {
+    return round * grid + ((round & 1) ? grid - 1 - cta : cta);
+  }
+  ATTNKIT_SM90_HD WorkTile tile(int idx) const {
+    WorkTile t;
+    t.head = idx % num_heads;
+    idx /= num_heads;
+    t.batch = idx % num_batch;
+    t.m_block = num_m_blocks - 1 - idx / num_batch;
+    return t;
+  }
+};
+
+template <class Fixed>
+struct WithVarlen {
+  Fixed fixed;
+  VarlenScheduler varlen;
+  int use_varlen = 0;
+
+  ATTNKIT_SM90_HD int num_tiles() const { return use_varlen ? varlen.num_tiles() : fixed.num_tiles(); }
+  int grid(int num_tiles, int sms) const {
+    return use_varlen ? VarlenScheduler::grid(num_tiles, sms) : Fixed::grid(num_tiles, sms);
+  }
+  ATTNKIT_SM90_HD int tile_index(int cta, int round, int grid) const {
+    return use_varlen ? varlen.tile_index(cta, round, grid) : fixed.tile_index(cta, round, grid);
+  }
+  ATTNKIT_SM90_HD WorkTile tile(int idx) const { return use_varlen ? varlen.tile(idx) : fixed.tile(idx); }
 };
 
 // The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes).

@@ -1,0 +1,307 @@
+// Hopper (sm_90a) prefill features against the CPU reference, forced with Backend::kCudaSm90 and
+// checked to run the sm90 variant they should (never a silent portable fallback): ragged Q / K
+// (cu_seqlens) and seqused_k with uneven lengths (zero-length sequences, lengths off the tile
+// grid), unused K/V rows full of NaN that must never be read, sliding-window and chunked masks
+// with Sq != Sk, softcap, learned sinks; bf16 / fp16, head dims 64 / 128 / 256. Outputs are
+// poisoned (NaN) before each run, so an unwritten element fails. Skipped on non-Hopper GPUs.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "gpu_attention_util.h"
+
+namespace attnkit::test {
+namespace {
+
+bool on_hopper() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return false;
+  return major == 9;
+}
+
+#define SKIP_UNLESS_HOPPER() \
+  if (!on_hopper()) GTEST_SKIP() << "the sm90 kernels need a Hopper GPU"
+
+ExecOptions sm90_opts() {
+  ExecOptions o;
+  o.backend = Backend::kCudaSm90;
+  return o;
+}
+
+AttnCase base(int batch, int sq, int sk, uint64_t seed) {
+  AttnCase c = AttnCase::uniform(batch, sq, sk);
+  c.hq = 4;
+  c.hkv = 2;
+  c.dqk = c.dv = 128;
+  c.seed = seed;
+  return c;
+}
+
+// The sm90 variant a case must run: sm90_fwd_d<D>_<dtype>_<variant>.
+std::string expected_kernel(const AttnCase& c) {
+  std::string v = c.softcap > 0 ? "local_softcap"
+                  : c.sinks     ? "local_sinks"
+                  : c.mask.is_none() ? "none"
+                  : (c.mask.window_left < 0 && c.mask.window_right == 0 && c.mask.chunk_size == 0)
+                      ? "causal"
+                      : "local";
+  return "sm90_fwd_d" + std::to_string(c.dqk) + "_" +
+         (c.dtype == DType::kBFloat16 ? "bf16" : "fp16") + "_" + v;
+}
+
+// Overwrites every K/V row a sequence does not use (cache slots past seqused_k, packed rows past
+// cu_seqlens_k[B]) with NaN: the reference never reads them, and neither may the kernel (in P·V,
+// 0 x NaN is NaN).
+void poison_unused_kv(AttnData& d) {
+  const AttnCase& c = d.c;
+  for (ViewedBuffer* t : {&d.k, &d.v}) {
+    const TensorView& v = t->view;
+    const int64_t dim = v.shape[v.ndim - 1];
+    auto poison_row = [&](int64_t off) {
+      std::memset(static_cast<char*>(t->buf.data()) + off * 2, 0xFF, static_cast<size_t>(dim) * 2);
+    };
+    if (c.kv == KvKind::kSeqused) {
+      for (int b = 0; b < c.batch(); ++b)
+        for (int64_t r = c.seqlens_k[b]; r < v.shape[1]; ++r)
+          for (int64_t h = 0; h < v.shape[2]; ++h)
+            poison_row(b * v.stride[0] + r * v.stride[1] + h * v.stride[2]);
+    } else if (c.kv == KvKind::kRagged) {
+      int64_t used = 0;
+      for (int s : c.seqlens_k) used += s;
+      for (int64_t r = used; r < v.shape[0]; ++r)
+        for (int64_t h = 0; h < v.shape[1]; ++h) poison_row(r * v.stride[0] + h * v.stride[1]);
+    }
+  }
+}
+
+// Runs the CPU reference and the sm90 kernels on the same inputs and compares; the plan must
+// name the sm90 variant the case needs.
+GpuRun run_sm90(const AttnCase& c, bool poison_unused = false) {
+  GpuRun r;
+  r.host = make_attn_data(c);
+  if (poison_unused) poison_unused_kv(r.host);
+  r.dev = r.host.to(cuda());
+  r.dev.poison_outputs();
+  ExecOptions cpu;
+  cpu.backend = Backend::kCPU;
+  const Status cs = attention_forward(r.host.args(), cpu);
+  EXPECT_TRUE(cs.ok()) << "cpu reference: " << cs.message();
+  const Status ps = plan_attention(r.dev.args(), sm90_opts(), &r.plan);
+  EXPECT_TRUE(ps.ok()) << "plan: " << ps.message();
+  if (!ps.ok()) return r;
+  EXPECT_EQ(r.plan.backend, Backend::kCudaSm90);
+  EXPECT_EQ(r.plan.kernel, expected_kernel(c));
+  const Status st = attention_forward(r.dev.args(), sm90_opts(), &r.plan);
+  EXPECT_TRUE(st.ok()) << "gpu: " << st.message();
+  testkit::cuda_synchronize();
+  return r;
+}
+
+void check_sm90(const AttnCase& c, bool poison_unused = false) {
+  SCOPED_TRACE(c.str());
+  GpuRun r = run_sm90(c, poison_unused);
+  expect_gpu_matches(r);
+}
+
+TEST(Sm90Varlen, RaggedQAndKvByHeadDimDtypeMask) {
+  SKIP_UNLESS_HOPPER();
+  // Uneven lengths: an empty query sequence, a one-row one, a sequence with no keys, lengths on
+  // and off the 64/128/192-row and 64/128-key tile grids.
+  uint64_t seed = 11000;
+  for (int d : {64, 128, 256})
+    for (DType dt : {DType::kBFloat16, DType::kFloat16})
+      for (bool causal : {false, true}) {
+        AttnCase c = base(5, 0, 0, ++seed);
+        c.ragged_q = true;
+        c.kv = KvKind::kRagged;
+        c.seqlens_q = {300, 0, 1, 129, 517};
+        c.seqlens_k = {300, 17, 0, 400, 517};
+        c.dtype = dt;
+        c.dqk = c.dv = d;
+        if (causal) c.mask = Mask::causal();
+        check_sm90(c);
+      }
+}
+
+TEST(Sm90Varlen, LayoutMatrix) {
+  SKIP_UNLESS_HOPPER();
+  uint64_t seed = 12000;
+  for (KvKind kv : {KvKind::kContiguous, KvKind::kSeqused, KvKind::kRagged})
+    for (bool ragged_q : {false, true})
+      for (bool causal : {false, true}) {
+        AttnCase c = base(3, 200, 0, ++seed);
+        c.kv = kv;
+        c.ragged_q = ragged_q;
+        c.seqlens_k = kv == KvKind::kContiguous ? std::vector<int>{250, 250, 250}
+                                                : std::vector<int>{129, 0, 301};
+        if (ragged_q) c.seqlens_q = {65, 200, 333};
+        if (causal) c.mask = Mask::causal();
+        c.dqk = c.dv = (seed % 3 == 0) ? 64 : (seed % 3 == 1 ? 128 : 256);
+        check_sm90(c);
+      }
+}
+
+TEST(Sm90Varlen, UnusedKvRowsAreNeverRead) {
+  SKIP_UNLESS_HOPPER();
+  // NaN in every cache slot past seqused_k and every packed row past cu_seqlens_k[B]: a last KV
+  // tile that read them into P·V would turn whole rows into NaN.
+  uint64_t seed = 13000;
+  for (KvKind kv : {KvKind::kSeqused, KvKind::kRagged})
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true}) {
+        AttnCase c = base(3, 150, 0, ++seed);
+        c.kv = kv;
+        c.seqlens_k = {5, 129, 70};
+        c.dqk = c.dv = d;
+        if (causal) c.mask = Mask::causal();
+        check_sm90(c, /*poison_unused=*/true);
+      }
+}
+
+TEST(Sm90Varlen, ManyUnevenSequencesOnThePersistentGrid) {
+  SKIP_UNLESS_HOPPER();
+  // More work tiles than SMs, over a virtual grid sized by the longest sequence (the indices stay
+  // on the device, so the bound is the total row count) where most tiles are past their
+  // sequence's end and skipped.
+  uint64_t seed = 14000;
+  for (int d : {64, 128, 256})
+    for (int m = 0; m < 3; ++m) {
+      std::mt19937 rng(static_cast<unsigned>(++seed));
+      std::uniform_int_distribution<int> len(0, 700);
+      AttnCase c = base(0, 0, 0, seed);
+      for (int b = 0; b < 20; ++b) {
+        c.seqlens_q.push_back(b == 7 ? 0 : len(rng));
+        c.seqlens_k.push_back(b == 3 ? 0 : len(rng));
+      }
+      c.seqlens_q[0] = 700;  // at least one prefill-sized sequence
+      c.ragged_q = true;
+      c.kv = KvKind::kRagged;
+      c.hq = 8;
+      c.hkv = 2;
+      c.dqk = c.dv = d;
+      if (m == 1) c.mask = Mask::causal();
+      if (m == 2) c.mask = Mask::sliding_window(100, 0);
+      check_sm90(c);
+    }
+}
+
+TEST(Sm90Masks, WindowAndChunkedWithSqNotSk) {
+  SKIP_UNLESS_HOPPER();
+  // Small windows inside one KV tile, windows spanning several tiles (fully visible tiles in the
+  // middle, masked ones at both edges), chunks smaller and larger than a tile, chunked causal,
+  // windows intersected with chunks; Sq < Sk, Sq > Sk (rows with no visible key).
+  const Mask masks[] = {Mask::sliding_window(32, 0),   Mask::sliding_window(16, 8),
+                        Mask::sliding_window(-1, 5),   Mask::sliding_window(0, 0),
+                        Mask::sliding_window(300, 0),  Mask::sliding_window(200, 150),
+                        Mask::sliding_window(450, -1), Mask::chunked(64),
+                        Mask::chunked(48, true),       Mask::chunked(384, true),
+                        Mask{20, 3, 32},               Mask{500, 0, 256}};
+  const std::pair<int, int> lens[] = {{150, 150}, {97, 600}, {700, 300}, {1000, 1000}};
+  uint64_t seed = 15000;
+  int i = 0;
+  for (const Mask& m : masks)
+    for (auto [sq, sk] : lens) {
+      AttnCase c = base(2, sq, sk, ++seed);
+      c.mask = m;
+      c.dqk = c.dv = (i % 3 == 0) ? 64 : (i % 3 == 1 ? 128 : 256);
+      c.dtype = (i / 3) % 2 ? DType::kFloat16 : DType::kBFloat16;
+      ++i;
+      check_sm90(c);
+    }
+}
+
+TEST(Sm90Masks, WindowOnRaggedAndSeqused) {
+  SKIP_UNLESS_HOPPER();
+  uint64_t seed = 16000;
+  for (KvKind kv : {KvKind::kSeqused, KvKind::kRagged})
+    for (const Mask& m : {Mask::sliding_window(64, 0), Mask::chunked(100, true), Mask{130, 40, 0}}) {
+      AttnCase c = base(4, 0, 0, ++seed);
+      c.ragged_q = true;
+      c.kv = kv;
+      c.seqlens_q = {400, 0, 33, 260};
+      c.seqlens_k = {400, 50, 0, 700};
+      c.mask = m;
+      check_sm90(c, /*poison_unused=*/true);
+    }
+}
+
+TEST(Sm90ScoreMods, Softcap) {
+  SKIP_UNLESS_HOPPER();
+  uint64_t seed = 17000;
+  for (int d : {64, 128, 256})
+    for (DType dt : {DType::kBFloat16, DType::kFloat16})
+      for (const Mask& m : {Mask::none(), Mask::causal(), Mask::sliding_window(100, 0)}) {
+        AttnCase c = base(2, 300, 420, ++seed);
+        c.softcap = 30.f;
+        c.qk_scale = 3.f;  // logits large enough that the cap bends them
+        c.dtype = dt;
+        c.dqk = c.dv = d;
+        c.mask = m;
+        check_sm90(c);
+      }
+}
+
+TEST(Sm90ScoreMods, LearnedSinks) {
+  SKIP_UNLESS_HOPPER();
+  // Includes rows with no visible key (Sq > Sk causal): O = 0 and LSE = -inf, sink or not.
+  uint64_t seed = 18000;
+  for (int d : {64, 128, 256})
+    for (DType dt : {DType::kBFloat16, DType::kFloat16})
+      for (const Mask& m : {Mask::none(), Mask::causal(), Mask::sliding_window(64, 0)}) {
+        AttnCase c = base(2, 500, 300, ++seed);
+        c.sinks = true;
+        c.dtype = dt;
+        c.dqk = c.dv = d;
+        c.mask = m;
+        check_sm90(c);
+      }
+  AttnCase c = base(3, 0, 0, ++seed);
+  c.sinks = true;
+  c.ragged_q = true;
+  c.kv = KvKind::kRagged;
+  c.seqlens_q = {90, 0, 300};
+  c.seqlens_k = {0, 10, 333};
+  c.mask = Mask::causal();
+  check_sm90(c);
+}
+
+TEST(Sm90Varlen, RerunsAreBitIdentical) {
+  SKIP_UNLESS_HOPPER();
+  AttnCase c = base(4, 0, 0, 19000);
+  c.ragged_q = true;
+  c.kv = KvKind::kRagged;
+  c.seqlens_q = {400, 0, 33, 260};
+  c.seqlens_k = {400, 50, 0, 700};
+  c.mask = Mask::sliding_window(64, 0);
+  GpuRun r = run_sm90(c);
+  expect_gpu_matches(r);
+  const auto o1 = bytes_of(r.dev.o), l1 = bytes_of(r.dev.lse);
+  r.dev.poison_outputs();
+  ASSERT_TRUE(attention_forward(r.dev.args(), sm90_opts(), &r.plan).ok());
+  testkit::cuda_synchronize();
+  EXPECT_EQ(bytes_of(r.dev.o), o1);
+  EXPECT_EQ(bytes_of(r.dev.lse), l1);
+}
+
+TEST(Sm90Varlen, AutoPicksSm90ForTheFeatures) {
+  SKIP_UNLESS_HOPPER();
+  AttnCase c = base(3, 0, 0, 19500);
+  c.ragged_q = true;
+  c.kv = KvKind::kRagged;
+  c.seqlens_q = {100, 300, 17};
+  c.seqlens_k = {100, 300, 40};
+  c.mask = Mask::sliding_window(50, 0);
+  GpuRun r = run_on_gpu(c, ExecOptions{});
+  EXPECT_EQ(r.plan.backend, Backend::kCudaSm90) << r.plan.kernel;
+  EXPECT_EQ(r.plan.kernel, expected_kernel(c));
+  expect_gpu_matches(r);
+}
+
+}  // namespace
+}  // namespace attnkit::test
