@@ -279,25 +279,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Tensor mKs = domain_offset(make_coord(si.k_offset, _0{}), mK(_, _, kv_head, si.kv_batch));
       Tensor mVs = domain_offset(make_coord(_0{}, si.k_offset), mVt(_, _, kv_head, si.kv_batch));
       Tensor tQg = tma_q.partition_S(gQ);
-      for (int n = kr.end - 1; n >= kr.begin; --n) {
-        const int key0 = tile_first_key<kBlockN>(n, si.sk);
-        Tensor tKg = tma_k.partition_S(local_tile(domain_offset(make_coord(key0, _0{}), mKs),
-                                                  typename Cfg::TileK{}, make_coord(_0{}, _0{})));
-        Tensor tVg = tma_v.partition_S(local_tile(domain_offset(make_coord(_0{}, key0), mVs),
-                                                  typename Cfg::TileVt{}, make_coord(_0{}, _0{})));
+      // K then V of KV tile n; the tile's first (last-in-sequence) K is followed by its Q. (The
+      // first tile is peeled off the loop so that Q's coordinates are not live through it: the
+      // producer has 24 registers at D >= 128.)
+      auto load_k = [&](int n) CUTLASS_LAMBDA_FUNC_INLINE {
+        Tensor tKg = tma_k.partition_S(local_tile(
+            domain_offset(make_coord(tile_first_key<kBlockN>(n, si.sk), _0{}), mKs),
+            typename Cfg::TileK{}, make_coord(_0{}, _0{})));
         pipe_k.producer_acquire(st);
         copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg, tKs(_, _, _, st.index()));
-        if (n == kr.end - 1) {
-          // Q goes after the tile's first K: K/V stages free up while the consumers still read
-          // the previous tile's Q, which is released only after its last Q·Kᵀ.
-          if (q_loads > 0) PlainBarrier::wait(&ss.q_empty, (q_loads - 1) & 1);
-          Barrier::arrive_and_expect_tx(&ss.q_full, Cfg::kBytesQ);
-          copy(p.tma_q.with(ss.q_full), tQg, tQs);
-          ++q_loads;
-        }
+      };
+      auto load_v = [&](int n) CUTLASS_LAMBDA_FUNC_INLINE {
+        Tensor tVg = tma_v.partition_S(local_tile(
+            domain_offset(make_coord(_0{}, tile_first_key<kBlockN>(n, si.sk)), mVs),
+            typename Cfg::TileVt{}, make_coord(_0{}, _0{})));
         pipe_v.producer_acquire(st);
         copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg, tVs(_, _, _, st.index()));
         ++st;
+      };
+      int n = kr.end - 1;
+      load_k(n);
+      // Q goes after the tile's first K: K/V stages free up while the consumers still read the
+      // previous tile's Q, which is released only after its last Q·Kᵀ.
+      if (q_loads > 0) PlainBarrier::wait(&ss.q_empty, (q_loads - 1) & 1);
+      Barrier::arrive_and_expect_tx(&ss.q_full, Cfg::kBytesQ);
+      copy(p.tma_q.with(ss.q_full), tQg, tQs);
+      ++q_loads;
+      load_v(n);
+      for (--n; n >= kr.begin; --n) {
+        load_k(n);
+        load_v(n);
       }
     }
     pipe_k.producer_tail(st);
