@@ -102,6 +102,13 @@ TEST(Sm90Prefill, PersistentGridWithManyTilesPerCta) {
       if (causal) c.mask = Mask::causal();
       check_sm90(c);
     }
+  // Causal at d128 up to 512 query rows also runs on the persistent grid (sm90_dispatch.cu):
+  // 6 x 16 heads x 4 query tiles, several per CTA.
+  AttnCase c = base(6, 500, 500, ++seed);
+  c.hq = 16;
+  c.hkv = 4;
+  c.mask = Mask::causal();
+  check_sm90(c);
 }
 
 TEST(Sm90Prefill, GqaRatiosAndBatches) {
@@ -185,6 +192,7 @@ TEST(Sm90Prefill, RefusesWhatItDoesNotServe) {
   add("head dim 96", [](AttnCase& c) { c.dqk = c.dv = 96; });
   add("splits", [](AttnCase& c) { c.num_splits = 2; });
   add("decode", [](AttnCase& c) { c.seqlens_q = {1, 1}; });
+  add("negative scale", [](AttnCase& c) { c.scale = -0.1f; });
   for (const Case& k : cases) {
     AttnData d = make_attn_data(k.c).to(cuda());
     AttentionPlan plan;

@@ -21,6 +21,7 @@ struct Sm90FwdArgs {
   int batch = 0, sq = 0, sk = 0, hq = 0, hkv = 0;
   float scale = 0.f;
   bool pingpong = true;  // consumer warpgroups take turns issuing GEMMs (named barriers)
+  bool persistent = false;  // causal d128: persistent grid instead of one CTA per tile
 };
 
 }  // namespace attnkit::gpu

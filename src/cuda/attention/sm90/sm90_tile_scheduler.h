@@ -93,7 +93,8 @@ struct PersistentLongestFirstScheduler {
   }
 };
 
-// The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes).
+// The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes). Causal at d128
+// takes PersistentLongestFirstScheduler instead up to 512 query rows (sm90_dispatch.cu).
 template <int kHeadDim, bool kCausal>
 using SchedulerFor = std::conditional_t<
     !kCausal, PersistentScheduler,
