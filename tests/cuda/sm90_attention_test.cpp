@@ -103,6 +103,13 @@ TEST(Sm90Prefill, PersistentGridWithManyTilesPerCta) {
       if (causal) c.mask = Mask::causal();
       check_sm90(c);
     }
+  // Causal at d128 up to 512 query rows also runs on the persistent grid (sm90_dispatch.cu):
+  // 6 x 16 heads x 4 query tiles, several per CTA.
+  AttnCase c = base(6, 500, 500, ++seed);
+  c.hq = 16;
+  c.hkv = 4;
+  c.mask = Mask::causal();
+  check_sm90(c);
 }
 
 TEST(Sm90Prefill, GqaRatiosAndBatches) {

@@ -8,7 +8,8 @@
 //                   both operands in shared memory), masking only on tiles that need it, online
 //                   softmax in registers (exp2 with scale·log2e folded in), P converted to 16-bit
 //                   in registers and used as the A operand of O += P·V (WGMMA, A from registers),
-//                   O kept in fp32 registers. O is rescaled only when a row's running max grew.
+//                   O kept in fp32 registers. O is rescaled only when a row's running max grew
+//                   by more than a slack (FwdKernelParams::rescale_slack_log2).
 // Overlap: inside a consumer warpgroup, S(n) = Q·K(n)ᵀ and O += P(n+1)·V(n+1) are issued together
 // and the softmax of S(n) runs while the P·V GEMM still works; between the consumer warpgroups,
 // named barriers make them take turns issuing GEMMs (ping-pong), so one's softmax overlaps the
@@ -16,10 +17,12 @@
 // transaction bytes, empty barriers the consumers' releases).
 // The epilogue normalises O, writes it with direct stores (rows < Sq only) and writes the LSE.
 // Grid: from the scheduler (sm90_tile_scheduler.h): persistent, at most one CTA per SM looping over
-// work tiles (no mask, and causal at d64), or one CTA per tile, longest first (causal).
+// work tiles (no mask; causal at d64, and at d128 up to 512 query rows), or one CTA per tile,
+// longest first (other causal).
 // The K/V pipelines run on across tiles; Q has one buffer, refilled for the next tile as soon as
 // every consumer warp has finished its last Q·Kᵀ of the current one (q_empty), so the next tile's
-// loads overlap the current tile's last P·V and epilogue.
+// loads overlap the current tile's last P·V and epilogue. (Prefetching the next tile's Q into L2
+// when the current tile starts measured 0.5-3% slower on H100, most at d256.)
 //
 // The KV loop runs from the last visible KV tile down to the first: the mask policy (sm90_mask.h)
 // says which tiles a query tile sees and which of them need the mask; those near the diagonal come
@@ -33,6 +36,12 @@
 
 #include <cuda_runtime.h>
 
+// The WGMMA shapes whose N is not a power-of-two multiple of 8 (m64n80, m64n176, ...) are behind
+// this switch; without them CuTe's op selector silently splits such a KV tile into m64n16 pieces.
+// It must come before the first CuTe include of the translation unit (this header is it).
+#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#endif
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
@@ -60,7 +69,8 @@ using namespace cute;
 // each one's softmax then has two other warpgroups' GEMMs to hide behind.
 // Measured on H100 (FA3 shapes, same run): D=64 with three warpgroups ran 1.01-1.26x faster than
 // with two (least at 512 tokens, 1.14-1.26x from 2k up), causal or not.
-template <class Element_, int kHeadDim_, bool kCausal_, int kConsumerWGs_ = kHeadDim_ == 64 ? 3 : 2>
+template <class Element_, int kHeadDim_, bool kCausal_, int kConsumerWGs_ = kHeadDim_ == 64 ? 3 : 2,
+          int kBlockN_ = kHeadDim_ <= 128 ? 128 : 64, int kStages_ = kHeadDim_ <= 128 ? 3 : 2>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -69,10 +79,12 @@ struct FwdConfig {
   static_assert(kConsumerWGs == 2 || kConsumerWGs == 3);
   static constexpr int kBlockM = 64 * kConsumerWGs;
   // KV tile and pipeline depth. Per consumer thread O takes D/2 registers, S N/2 and P N/4.
-  // Measured on H100 (D=128, 16k): N=176 (and N=80 at D=256) made ptxas split the wgmma batches
-  // and lost ~20%, so the tiles stay at 128 (64 at D=256, where Q + 2 stages fill shared memory).
-  static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
-  static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
+  // Measured on H100 (FA3 shapes, whole m64nN WGMMAs, same call): N=176 with 2 stages at D=128
+  // ran 0.86-0.98x of N=128 with 3 (non-causal and causal, up to 16k); N=80 at D=256 ran
+  // 1.02-1.08x at 8k-16k non-causal but 0.95-0.98x at 512-1k and for causal, so the tiles stay
+  // at 128 (64 at D=256, where Q + 2 stages fill shared memory).
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kThreads = 128 + kConsumerThreads;
 
@@ -157,7 +169,7 @@ struct SharedStorage {
   CUTE_DEVICE auto tensor_vt() { return make_tensor(make_smem_ptr(v.data()), typename Cfg::SmemLayoutVt{}); }
 };
 
-template <class Cfg>
+template <class Cfg, class Sched>
 struct FwdKernelParams {
   typename Cfg::TmaQ tma_q;
   typename Cfg::TmaK tma_k;
@@ -168,7 +180,12 @@ struct FwdKernelParams {
   int64_t lse_batch, lse_row, lse_head;
   int q_batches, k_batches;  // TMA batch extents (1 for ragged tensors)
   int hq, hkv, group;
-  WithVarlen<SchedulerFor<Cfg::kHeadDim, Cfg::kCausal>> sched;
+  WithVarlen<Sched> sched;
+  // O is rescaled only when a row's max grows by more than this (log2 units of the scaled
+  // scores); below it the old max stays, so P <= 2^slack, where fp32 sums and 16-bit P keep the
+  // same relative precision; the final 1/sum and the LSE use the max that was kept. 0: rescale on
+  // any growth. Measured on H100 (FA3 shapes, same call), slack 8 against 0: 1.03x geomean.
+  float rescale_slack_log2;
   int pingpong;  // 1: the consumer warpgroups take turns issuing GEMMs
   SeqLens seqs;
   MaskLocal mask;  // run-time window / chunk sizes (read by MaskLocal only)
@@ -211,9 +228,9 @@ CUTE_DEVICE int tile_first_key(int n, int sk) {
   return min(n * kBlockN, sk - kBlockN);
 }
 
-template <class Cfg, class Mask, class Mod, class Sinks>
+template <class Cfg, class Sched, class Mask, class Mod, class Sinks>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    sm90_fwd_kernel(const __grid_constant__ FwdKernelParams<Cfg> p) {
+    sm90_fwd_kernel(const __grid_constant__ FwdKernelParams<Cfg, Sched> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Element = typename Cfg::Element;
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kD = Cfg::kHeadDim;
@@ -416,6 +433,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int c = 0; c < kCols; ++c) part[c % kAcc] = fmaxf(part[c % kAcc], S(r, c));
       float mx = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
       mx = quad_max(mx);
+      // Growth within the slack keeps the old max (NaN, from -inf - -inf, compares false).
+      if ((mx - row_max[r]) * scale_log2 <= p.rescale_slack_log2) mx = row_max[r];
       // A row that has seen no visible key keeps max -inf; subtract 0 then so exp2 gives 0, not NaN.
       const float mx_scaled = mx == -INFINITY ? 0.f : mx * scale_log2;
       corr[r] = mx == row_max[r] ? 1.f : exp2f(row_max[r] * scale_log2 - mx_scaled);

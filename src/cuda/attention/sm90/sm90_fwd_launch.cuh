@@ -25,12 +25,14 @@
 
 namespace attnkit::gpu::sm90 {
 
-// Masked variants (causal, local) share the causal tile configuration and scheduler: their tiles
-// differ in cost.
-template <class Element, int kHeadDim, class Mask, class Mod, class Sinks>
-Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
-  using Cfg = FwdConfig<Element, kHeadDim, !std::is_same_v<Mask, MaskNone>>;
-  using Params = FwdKernelParams<Cfg>;
+// Rows of O rescaled only when their max grows by more than 2^8 (see FwdKernelParams).
+constexpr float kRescaleSlackLog2 = 8.f;
+
+template <class Cfg, class Sched, class Mask, class Mod, class Sinks>
+Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
+  constexpr int kHeadDim = Cfg::kHeadDim;
+  using Element = typename Cfg::Element;
+  using Params = FwdKernelParams<Cfg, Sched>;
   // TMA wants every global stride a multiple of 16 bytes, even for extents of 1 whose stride is
   // never used: those get the (already aligned) row stride.
   auto fix = [](int64_t stride, int extent, int64_t row) { return extent == 1 ? row : stride; };
@@ -52,7 +54,7 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   seqs.cu_q = a.cu_seqlens_q, seqs.cu_q_stride = static_cast<int>(a.cu_q_stride);
   seqs.cu_k = a.cu_seqlens_k, seqs.cu_k_stride = static_cast<int>(a.cu_k_stride);
   seqs.used_k = a.seqused_k, seqs.used_k_stride = static_cast<int>(a.seqused_k_stride);
-  WithVarlen<SchedulerFor<kHeadDim, Cfg::kCausal>> sched;
+  WithVarlen<Sched> sched;
   sched.use_varlen = seqs.varlen() ? 1 : 0;
   sched.fixed.num_m_blocks = (a.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   sched.fixed.num_heads = a.hq;
@@ -66,7 +68,7 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   if (num_tiles >= (int64_t{1} << 30))
     return Status::Unsupported("sm90 attention: 2^30 or more work tiles");
   // The scheduler sizes the grid: persistent (one CTA per SM, as shared memory allows no more)
-  // or one CTA per tile (causal at d128/d256).
+  // or one CTA per tile.
   int device = 0, sms = 0;
   ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
   ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -77,10 +79,10 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
            make_tma_copy(SM90_TMA_LOAD{}, vt, take<0, 2>(typename Cfg::SmemLayoutVt{})),
            static_cast<Element*>(a.o), a.o_batch, a.o_row, a.o_head,
            a.lse, a.lse_batch, a.lse_row, a.lse_head,
-           a.q_batches, a.k_batches, a.hq, a.hkv, a.hq / a.hkv, sched,
+           a.q_batches, a.k_batches, a.hq, a.hkv, a.hq / a.hkv, sched, kRescaleSlackLog2,
            a.pingpong ? 1 : 0, seqs, mask, a.scale, a.softcap, a.sinks, a.sinks_stride};
 
-  auto kernel = &sm90_fwd_kernel<Cfg, Mask, Mod, Sinks>;
+  auto kernel = &sm90_fwd_kernel<Cfg, Sched, Mask, Mod, Sinks>;
   constexpr int kSmem = static_cast<int>(sizeof(SharedStorage<Cfg>));
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds the 227 KB a Hopper CTA can have");
   ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -88,6 +90,25 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   kernel<<<grid, Cfg::kThreads, kSmem, stream>>>(p);
   ATTNKIT_CUDA_CHECK_LAUNCH("sm90_fwd_kernel");
   return Status::Ok();
+}
+
+// The variant's configuration and scheduler (sm90_tile_scheduler.h); a varlen launch uses the
+// varlen scheduler whatever the variant's (WithVarlen). Masked variants (causal, local) share the
+// causal tile configuration and scheduler: their tiles differ in cost. Causal at d128: one CTA per
+// tile, longest first, unless the plan asked for the persistent grid (short sequences, where
+// per-CTA start-up costs dominate). Causal at d256 stays one CTA per tile: persistent (with N=80
+// tiles) measured 0.67-0.89x of it at 512 to 2k rows (H100).
+template <class Element, int kHeadDim, class Mask, class Mod, class Sinks>
+Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
+  constexpr bool kCausal = !std::is_same_v<Mask, MaskNone>;
+  using Cfg = FwdConfig<Element, kHeadDim, kCausal>;
+  if constexpr (std::is_same_v<Mask, MaskCausal> && kHeadDim == 128) {
+    if (a.persistent)
+      return launch_fwd<Cfg, PersistentLongestFirstScheduler, Mask, Mod, Sinks>(a, stream);
+    return launch_fwd<Cfg, LongestFirstScheduler, Mask, Mod, Sinks>(a, stream);
+  } else {
+    return launch_fwd<Cfg, SchedulerFor<kHeadDim, kCausal>, Mask, Mod, Sinks>(a, stream);
+  }
 }
 
 }  // namespace attnkit::gpu::sm90

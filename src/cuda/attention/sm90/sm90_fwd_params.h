@@ -28,6 +28,7 @@ struct Sm90FwdArgs {
   int hq = 0, hkv = 0;
   float scale = 0.f;
   bool pingpong = true;  // consumer warpgroups take turns issuing GEMMs (named barriers)
+  bool persistent = false;  // causal d128, no varlen: persistent grid instead of one CTA per tile
 
   // Per-sequence lengths (int32, device): any of them makes the launch "varlen".
   const int32_t* cu_seqlens_q = nullptr;

@@ -137,7 +137,8 @@ struct WithVarlen {
   ATTNKIT_SM90_HD WorkTile tile(int idx) const { return use_varlen ? varlen.tile(idx) : fixed.tile(idx); }
 };
 
-// The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes).
+// The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes). Causal at d128
+// takes PersistentLongestFirstScheduler instead up to 512 query rows (sm90_dispatch.cu).
 template <int kHeadDim, bool kCausal>
 using SchedulerFor = std::conditional_t<
     !kCausal, PersistentScheduler,
