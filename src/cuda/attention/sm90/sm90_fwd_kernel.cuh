@@ -399,8 +399,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // Online softmax of the S tile in registers (keys of KV tile n); returns per-row correction
   // factors for O and whether any is != 1.
   float corr[kRows];
-  cutlass::NumericArrayConverter<Element, float, 2> to_p;
-  cutlass::NumericArrayConverter<float, Element, 2> to_f32;
   auto softmax = [&](int n, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
     mod.apply(S);
     if constexpr (decltype(masked)::value) {
@@ -444,20 +442,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       row_max[r] = mx;
       CUTE_UNROLL
       for (int a = 0; a < kAcc; ++a) part[a] = 0.f;
-      // P is summed as the 16-bit values P·V will use, so that numerator and denominator agree:
-      // with the slack above, a row's largest P is up to 2^slack rather than exactly 1, and its
-      // rounding would otherwise skew a peaked row's output by up to half a 16-bit ulp.
-      static_assert(kCols % 2 == 0);
       CUTE_UNROLL
-      for (int c = 0; c < kCols; c += 2) {
-        cutlass::Array<float, 2> e;
-        e[0] = exp2f(S(r, c) * scale_log2 - mx_scaled);
-        e[1] = exp2f(S(r, c + 1) * scale_log2 - mx_scaled);
-        const cutlass::Array<float, 2> q = to_f32(to_p(e));
-        S(r, c) = q[0];
-        S(r, c + 1) = q[1];
-        part[c % kAcc] += q[0];
-        part[(c + 1) % kAcc] += q[1];
+      for (int c = 0; c < kCols; ++c) {
+        S(r, c) = exp2f(S(r, c) * scale_log2 - mx_scaled);
+        part[c % kAcc] += S(r, c);
       }
       row_sum[r] = row_sum[r] * corr[r] + ((part[0] + part[1]) + (part[2] + part[3]));
     }
