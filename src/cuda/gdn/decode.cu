@@ -1,11 +1,9 @@
 // Gated DeltaNet decode step: one token per sequence against a pool of fp32 states, updated in
 // place. Memory-bound: the state is streamed once (read + write) in 16-byte accesses. Work items
-// are 128 x 64 column slices of one (sequence, value head) state; a persistent grid walks them.
-// The state slices go global -> shared through a ring of kStages cp.async buffers, so each CTA
-// keeps kStages - 1 items' loads in flight while it updates the current one (with the slice held
-// in registers, as before, only one item was in flight per CTA, and batch 32 reached 75% of copy).
-// Each thread copies, and later reads back, the same 16-byte pieces, so the ring needs no barrier
-// of its own. The slot index and the small per-token vectors are prefetched in registers.
+// are 128 x 64 column slices of one (sequence, value head)
+// state; a persistent grid walks them and prefetches the next item (slot index, state slice,
+// q/k/v/g/beta) into registers while it finishes the current one, so neither the index load nor
+// the state load sits on the critical path.
 // Using S_old only, both reductions happen in one pass:
 //   kv = exp(g) S^T k,  sq = S^T q,  v' = beta (v - kv),  o = scale (exp(g) sq + (q.k) v'),
 //   S <- exp(g) S + k v'^T.
@@ -21,73 +19,54 @@ namespace {
 
 constexpr int kThreads = 256;  // BV / 4 column groups (float4) x the rest row groups
 
-// kBV state columns per item (32 or 64); kStages state slices in the shared-memory ring.
+// kBV state columns per item (32 or 64).
 template <int kBV>
 struct Cfg {
   static constexpr int kSlices = kHead / kBV;
   static constexpr int kColGroups = kBV / 4;
   static constexpr int kRowGroups = kThreads / kColGroups;
   static constexpr int kRowsPerThread = kHead / kRowGroups;
-  static constexpr int kStages = 3;
-  static constexpr int kSmemBytes = kStages * kHead * kBV * 4;
 };
 
-// The small per-token inputs of an item, prefetched in registers one item ahead.
+template <int kBV>
 struct Item {
+  static constexpr int kRowsPerThread = Cfg<kBV>::kRowsPerThread;
   int n, hv, vb;
   int32_t slot;
-  bool valid;        // slot inside the pool
-  float q, k;        // threads < 128: element tid of q / k
-  float v, g, beta;  // threads < kBV: column tid of v; g and beta of the head
+  bool valid;       // slot inside the pool
+  float4 s[kRowsPerThread];
+  float q, k;       // threads < 128: element tid of q / k
+  float v, g, beta; // threads < 32: column tid of v; g and beta of the head
 };
 
-// The pool slot of an item's sequence, or -1 past the last item. Read ahead of the state copies
-// that need it, so that they never wait for it.
+// The pool slot of an item's sequence; loaded one item ahead of fetch() so that the state loads,
+// which need it, never wait for it.
 template <int kBV>
 __device__ __forceinline__ int32_t item_slot(const DecodeParams& p, int item, int items) {
   if (item >= items) return -1;
   return p.indices[static_cast<int64_t>(item / (Cfg<kBV>::kSlices * p.HV)) * p.idx_stride];
 }
 
-// Device-side index: an out-of-range slot (negative is the usual "padding" marker) means this
-// sequence has no state; it is skipped (no state touched) and its output row is zero.
-__device__ __forceinline__ bool slot_valid(const DecodeParams& p, int32_t slot) {
-  return slot >= 0 && slot < p.pool.rows;
-}
-
 template <int kBV>
-__device__ __forceinline__ const float* slice_of(const DecodeParams& p, int item, int32_t slot) {
-  constexpr int kSlices = Cfg<kBV>::kSlices;
-  const int vb = item % kSlices, hv = (item / kSlices) % p.HV;
-  return static_cast<const float*>(p.pool.p) + slot * p.pool.s0 + hv * p.pool.sh + vb * kBV;
-}
-
-// Issues this thread's copies of an item's state slice into ring stage `ring` (always one commit
-// group, empty when there is nothing to copy, so the wait counts stay in step).
-template <int kBV>
-__device__ __forceinline__ void load_state(const DecodeParams& p, int item, int items, int32_t slot,
-                                           float4* ring) {
+__device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t slot, Item<kBV>* it) {
   using C = Cfg<kBV>;
-  if (item < items && slot_valid(p, slot)) {
-    const int tid = threadIdx.x, cg = tid % C::kColGroups, rg = tid / C::kColGroups;
-    const float* S = slice_of<kBV>(p, item, slot) + cg * 4;
-#pragma unroll
-    for (int i = 0; i < C::kRowsPerThread; ++i)
-      cp_async16(ring + i * kThreads + tid, S + (rg + C::kRowGroups * i) * p.pool.sk, true);
-  }
-  cp_async_commit();
-}
-
-template <int kBV>
-__device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t slot, Item* it) {
-  constexpr int kSlices = Cfg<kBV>::kSlices;
-  const int tid = threadIdx.x;
+  constexpr int kSlices = C::kSlices, kRowsPerThread = C::kRowsPerThread;
+  const int tid = threadIdx.x, cg = tid % C::kColGroups, rg = tid / C::kColGroups;
   it->vb = item % kSlices;
   it->hv = (item / kSlices) % p.HV;
   it->n = item / (kSlices * p.HV);
   const int n = it->n, hv = it->hv, hq = hv / (p.HV / p.H);
   it->slot = slot;
-  it->valid = slot_valid(p, slot);
+  // Device-side index: an out-of-range slot (negative is the usual "padding" marker) means this
+  // sequence has no state; it is skipped (no state touched) and its output row is zero.
+  it->valid = it->slot >= 0 && it->slot < p.pool.rows;
+  if (it->valid) {
+    const float* S = static_cast<const float*>(p.pool.p) + it->slot * p.pool.s0 + hv * p.pool.sh +
+                     it->vb * kBV + cg * 4;
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i)
+      it->s[i] = *reinterpret_cast<const float4*>(S + (rg + C::kRowGroups * i) * p.pool.sk);
+  }
   if (tid < kHead) {
     it->q = ld_any(p.q.p, p.q.dt, n * p.q.sb + hq * p.q.sh + tid);
     it->k = ld_any(p.k.p, p.k.dt, n * p.k.sb + hq * p.k.sh + tid);
@@ -100,13 +79,11 @@ __device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t s
 }
 
 template <int kBV>
-__global__ void __launch_bounds__(kThreads, 2) decode_kernel(DecodeParams p, int items) {
+__global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(DecodeParams p, int items) {
   using C = Cfg<kBV>;
-  constexpr int kRowsPerThread = C::kRowsPerThread, kStages = C::kStages;
-  constexpr int kStageF4 = kHead * kBV / 4;  // float4 per ring stage
+  constexpr int kRowsPerThread = C::kRowsPerThread;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int cg = tid % C::kColGroups, rg = tid / C::kColGroups;
-  extern __shared__ float4 ring[];  // [kStages][kRowsPerThread][kThreads]
   __shared__ float sq_[kHead], sk_[kHead];
   __shared__ float red[kThreads / 32][2][kBV];
   __shared__ float vdelta[kBV];
@@ -114,46 +91,18 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(DecodeParams p, int
 
   int item = blockIdx.x;
   if (item >= items) return;
-  const int step = gridDim.x;
-  // Slots of the items whose copies are issued next: item + (kStages - 1 + j) * step, j = 0, 1.
-  int32_t slot_cur = item_slot<kBV>(p, item, items);
-  Item cur, nxt;
-  fetch<kBV>(p, item, slot_cur, &cur);
-  {
-    int32_t sl = slot_cur;
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      const int it = item + s * step;
-      if (s > 0) sl = item_slot<kBV>(p, it, items);
-      load_state<kBV>(p, it, items, sl, ring + s * kStageF4);
-    }
-  }
-  int32_t slot_ahead = item_slot<kBV>(p, item + (kStages - 1) * step, items);
-  int32_t slot_next = kStages > 2 ? item_slot<kBV>(p, item + step, items) : slot_ahead;
-  int stage = 0;
+  Item<kBV> cur, nxt;
+  int32_t next_slot = item_slot<kBV>(p, item + gridDim.x, items);
+  fetch(p, item, item_slot<kBV>(p, item, items), &cur);
   while (true) {
-    const int next = item + step;
-    // Refill the stage freed by the previous item with the item kStages - 1 ahead.
-    {
-      int fill = stage + kStages - 1;
-      if (fill >= kStages) fill -= kStages;
-      const int ahead = item + (kStages - 1) * step;
-      const int32_t after = item_slot<kBV>(p, ahead + step, items);
-      load_state<kBV>(p, ahead, items, slot_ahead, ring + fill * kStageF4);
-      slot_ahead = after;
-    }
-    if (next < items) {
-      fetch<kBV>(p, next, slot_next, &nxt);
-      slot_next = item_slot<kBV>(p, next + step, items);
-    }
+    const int next = item + gridDim.x;
+    const int32_t after_slot = item_slot<kBV>(p, next + gridDim.x, items);
+    if (next < items) fetch(p, next, next_slot, &nxt);
+    next_slot = after_slot;
     const int64_t o_off = cur.n * p.o.sb + cur.hv * p.o.sh + cur.vb * kBV;
     if (!cur.valid) {  // uniform across the block
       if (tid < kBV) st_any(p.o.p, p.o.dt, o_off + tid, 0.f);
     } else {
-      cp_async_wait<kStages - 1>();  // this thread's copies of the current item have landed
-      float4 s_reg[kRowsPerThread];
-#pragma unroll
-      for (int i = 0; i < kRowsPerThread; ++i) s_reg[i] = ring[stage * kStageF4 + i * kThreads + tid];
       __syncthreads();  // the previous item's readers of the shared arrays are done
       if (tid < kHead) {
         sq_[tid] = cur.q;
@@ -184,7 +133,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(DecodeParams p, int
       for (int i = 0; i < kRowsPerThread; ++i) {
         const int r = rg + C::kRowGroups * i;
         const float kr = sk_[r], qr = sq_[r];
-        const float v[4] = {s_reg[i].x, s_reg[i].y, s_reg[i].z, s_reg[i].w};
+        const float v[4] = {cur.s[i].x, cur.s[i].y, cur.s[i].z, cur.s[i].w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           pk[j] += v[j] * kr;
@@ -225,12 +174,13 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(DecodeParams p, int
       __syncthreads();
       const float decay = dots[0][0];
       const float4 vd = *reinterpret_cast<const float4*>(&vdelta[cg * 4]);
-      float* S = const_cast<float*>(slice_of<kBV>(p, item, cur.slot)) + cg * 4;
+      float* S = static_cast<float*>(p.pool.p) + cur.slot * p.pool.s0 + cur.hv * p.pool.sh +
+                 cur.vb * kBV + cg * 4;
 #pragma unroll
       for (int i = 0; i < kRowsPerThread; ++i) {
         const int r = rg + C::kRowGroups * i;
         const float kr = sk_[r] * kscale;
-        float4 x = s_reg[i];
+        float4 x = cur.s[i];
         x.x = decay * x.x + kr * vd.x;
         x.y = decay * x.y + kr * vd.y;
         x.z = decay * x.z + kr * vd.z;
@@ -241,32 +191,28 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(DecodeParams p, int
     if (next >= items) break;
     cur = nxt;
     item = next;
-    if (++stage == kStages) stage = 0;
   }
-  cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
 }
 
 template <int kBV>
 Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
   const int64_t items = static_cast<int64_t>(p.N) * p.HV * Cfg<kBV>::kSlices;
   if (items > (int64_t(1) << 30)) return Status::Unsupported("gdn_decode_step: too many sequences x heads");
-  // Grid fill per device, cached: the queries cost host time on every decode step otherwise. The
-  // shared-memory attribute is per device too, so it is set on the same first call.
-  constexpr int kSmem = Cfg<kBV>::kSmemBytes;
+  // Grid fill per device, cached: the queries cost host time on every decode step otherwise.
   static std::atomic<int> fill[64] = {};
   int dev = 0;
   ATTNKIT_CUDA_TRY(cudaGetDevice(&dev));
   int ctas = dev < 64 ? fill[dev].load(std::memory_order_relaxed) : 0;
   if (ctas == 0) {
     int sms = 0, per_sm = 0;
-    ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(decode_kernel<kBV>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_kernel<kBV>, kThreads, kSmem));
+    ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_kernel<kBV>, kThreads, 0));
     ctas = sms * (per_sm < 1 ? 1 : per_sm);
     if (dev < 64) fill[dev].store(ctas, std::memory_order_relaxed);
   }
-  const int64_t grid = std::min<int64_t>(items, ctas);
-  decode_kernel<kBV><<<static_cast<unsigned>(grid), kThreads, kSmem, s>>>(p, static_cast<int>(items));
+  const int64_t sms = ctas, per_sm = 1;
+  const int64_t grid = std::min<int64_t>(items, static_cast<int64_t>(sms) * per_sm);
+  decode_kernel<kBV><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(p, static_cast<int>(items));
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn decode");
   return Status::Ok();
 }
