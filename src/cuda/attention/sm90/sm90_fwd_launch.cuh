@@ -25,9 +25,6 @@
 
 namespace attnkit::gpu::sm90 {
 
-// Rows of O rescaled only when their max grows by more than 2^8 (see FwdKernelParams).
-constexpr float kRescaleSlackLog2 = 8.f;
-
 template <class Cfg, class Sched, class Mask, class Mod, class Sinks>
 Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr int kHeadDim = Cfg::kHeadDim;
@@ -79,7 +76,7 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
            make_tma_copy(SM90_TMA_LOAD{}, vt, take<0, 2>(typename Cfg::SmemLayoutVt{})),
            static_cast<Element*>(a.o), a.o_batch, a.o_row, a.o_head,
            a.lse, a.lse_batch, a.lse_row, a.lse_head,
-           a.q_batches, a.k_batches, a.hq, a.hkv, a.hq / a.hkv, sched, kRescaleSlackLog2,
+           a.q_batches, a.k_batches, a.hq, a.hkv, a.hq / a.hkv, sched,
            a.pingpong ? 1 : 0, seqs, mask, a.scale, a.softcap, a.sinks, a.sinks_stride};
 
   auto kernel = &sm90_fwd_kernel<Cfg, Sched, Mask, Mod, Sinks>;
