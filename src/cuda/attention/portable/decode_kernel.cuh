@@ -203,9 +203,48 @@ __global__ void __launch_bounds__(Tile::kThreads)
   constexpr int kKPer = (kBlockN * kKC + kThreads - 1) / kThreads;
   constexpr int kVPer = (kBlockN * kVC + kThreads - 1) / kThreads;
   constexpr bool kSameRows = kKC == kVC;
+  // Contiguous and ragged KV: key j sits at a fixed row stride from key 0, so each of this
+  // thread's chunks has a fixed offset within a block and a block adds j0 rows; computed once here,
+  // that leaves a compare and an add per copy. (Paged KV looks each key row's page up.)
+  const bool paged = p.kv.kind == KvKind::kPaged;
+  int64_t k_rel[kKPer], v_rel[kVPer];
+  {
+    int64_t k_seq = 0, v_seq = 0;
+    if (!paged) {
+      int64_t outer;
+      int r0;
+      p.kv.locate(b, kvs.start, 0, outer, r0);
+      k_seq = p.kv.k_offset(outer, r0, hk);
+      v_seq = p.kv.v_offset(outer, r0, hk);
+    }
+#pragma unroll
+    for (int i = 0; i < kKPer; ++i) {
+      const int c = tid + i * kThreads;
+      k_rel[i] = k_seq + (c / kKC) * p.kv.k_row_stride + (c % kKC) * 8;
+    }
+#pragma unroll
+    for (int i = 0; i < kVPer; ++i) {
+      const int c = tid + i * kThreads;
+      v_rel[i] = v_seq + (c / kVC) * p.kv.v_row_stride + (c % kVC) * 8;
+    }
+  }
   // Element offsets of this thread's chunks for block n (-1: past the sequence end).
   auto locate_block = [&](int n_block, int64_t(&k_off)[kKPer], int64_t(&v_off)[kVPer]) {
     const int j0 = n_block * kBlockN;
+    if (!paged) {
+      const int64_t k_blk = int64_t{j0} * p.kv.k_row_stride, v_blk = int64_t{j0} * p.kv.v_row_stride;
+#pragma unroll
+      for (int i = 0; i < kKPer; ++i) {
+        const int c = tid + i * kThreads;
+        k_off[i] = c < kBlockN * kKC && j0 + c / kKC < sk ? k_rel[i] + k_blk : -1;
+      }
+#pragma unroll
+      for (int i = 0; i < kVPer; ++i) {
+        const int c = tid + i * kThreads;
+        v_off[i] = c < kBlockN * kVC && j0 + c / kVC < sk ? v_rel[i] + v_blk : -1;
+      }
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < kKPer; ++i) {
       const int c = tid + i * kThreads;
