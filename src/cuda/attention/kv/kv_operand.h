@@ -62,14 +62,17 @@ struct KvOperand {
     if (kind == KvKind::kPaged) {
       int pi, r;
       page_size.divmod(j, pi, r);
-      int page = __ldg(page_table + b * pt_batch_stride + pi * pt_col_stride);
-      page = min(max(page, 0), num_pages - 1);
-      outer = page;
+      outer = page(b, pi);
       row = r;
     } else {
       outer = kind == KvKind::kContiguous ? b : 0;
       row = start + j;
     }
+  }
+  // Page pi of sequence b (paged only), clamped into the pool.
+  __device__ __forceinline__ int page(int b, int pi) const {
+    const int pg = __ldg(page_table + b * pt_batch_stride + pi * pt_col_stride);
+    return min(max(pg, 0), num_pages - 1);
   }
   __device__ __forceinline__ int64_t k_offset(int64_t outer, int row, int head) const {
     return outer * k_outer_stride + row * k_row_stride + head * k_head_stride;

@@ -202,7 +202,6 @@ __global__ void __launch_bounds__(Tile::kThreads)
   constexpr int kKC = kDqk / 8, kVC = kDv / 8;
   constexpr int kKPer = (kBlockN * kKC + kThreads - 1) / kThreads;
   constexpr int kVPer = (kBlockN * kVC + kThreads - 1) / kThreads;
-  constexpr bool kSameRows = kKC == kVC;
   // Contiguous and ragged KV: key j sits at a fixed row stride from key 0, so each of this
   // thread's chunks has a fixed offset within a block and a block adds j0 rows; computed once here,
   // that leaves a compare and an add per copy. (Paged KV looks each key row's page up.)
@@ -245,33 +244,46 @@ __global__ void __launch_bounds__(Tile::kThreads)
       }
       return;
     }
+    // Paged: a thread's chunks walk down the block's rows in order, so consecutive chunks often
+    // share a page (all of them when the page holds the whole block): each page is read once, and
+    // K and V share the reads when their chunks cover the same rows.
+    constexpr bool kSameRows = kKC == kVC;
+    int last_pi = -1;
+    int64_t k_page = 0, v_page = 0;
+    auto page_of = [&](int j, int& r) {
+      int pi;
+      p.kv.page_size.divmod(j, pi, r);
+      if (pi != last_pi) {
+        const int64_t pg = p.kv.page(b, pi);
+        k_page = pg * p.kv.k_outer_stride + int64_t{hk} * p.kv.k_head_stride;
+        v_page = pg * p.kv.v_outer_stride + int64_t{hk} * p.kv.v_head_stride;
+        last_pi = pi;
+      }
+    };
 #pragma unroll
     for (int i = 0; i < kKPer; ++i) {
       const int c = tid + i * kThreads;
-      const int row = c / kKC, col = (c % kKC) * 8;
-      const int j = j0 + row;
+      const int j = j0 + c / kKC, col = (c % kKC) * 8;
       k_off[i] = -1;
       if constexpr (kSameRows) v_off[i] = -1;
       if (c < kBlockN * kKC && j < sk) {
-        int64_t outer;
         int r;
-        p.kv.locate(b, kvs.start, j, outer, r);
-        k_off[i] = p.kv.k_offset(outer, r, hk) + col;
-        if constexpr (kSameRows) v_off[i] = p.kv.v_offset(outer, r, hk) + col;
+        page_of(j, r);
+        k_off[i] = k_page + int64_t{r} * p.kv.k_row_stride + col;
+        if constexpr (kSameRows) v_off[i] = v_page + int64_t{r} * p.kv.v_row_stride + col;
       }
     }
     if constexpr (!kSameRows) {
+      last_pi = -1;
 #pragma unroll
       for (int i = 0; i < kVPer; ++i) {
         const int c = tid + i * kThreads;
-        const int row = c / kVC, col = (c % kVC) * 8;
-        const int j = j0 + row;
+        const int j = j0 + c / kVC, col = (c % kVC) * 8;
         v_off[i] = -1;
         if (c < kBlockN * kVC && j < sk) {
-          int64_t outer;
           int r;
-          p.kv.locate(b, kvs.start, j, outer, r);
-          v_off[i] = p.kv.v_offset(outer, r, hk) + col;
+          page_of(j, r);
+          v_off[i] = v_page + int64_t{r} * p.kv.v_row_stride + col;
         }
       }
     }
