@@ -8,36 +8,10 @@
 
 #include <cuda_runtime.h>
 
-#include "gpu_attention_util.h"
+#include "sm90_test_util.h"
 
 namespace attnkit::test {
 namespace {
-
-bool on_hopper() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-    return false;
-  return major == 9;
-}
-
-#define SKIP_UNLESS_HOPPER() \
-  if (!on_hopper()) GTEST_SKIP() << "the sm90 kernels need a Hopper GPU"
-
-ExecOptions sm90_opts() {
-  ExecOptions o;
-  o.backend = Backend::kCudaSm90;
-  return o;
-}
-
-AttnCase base(int batch, int sq, int sk, uint64_t seed) {
-  AttnCase c = AttnCase::uniform(batch, sq, sk);
-  c.hq = 4;
-  c.hkv = 2;
-  c.dqk = c.dv = 128;
-  c.seed = seed;
-  return c;
-}
 
 void check_sm90(const AttnCase& c) {
   SCOPED_TRACE(c.str());
@@ -53,7 +27,7 @@ TEST(Sm90Prefill, HeadDimsDtypesMasks) {
   for (int d : {64, 128, 256})
     for (DType dt : {DType::kBFloat16, DType::kFloat16})
       for (bool causal : {false, true}) {
-        AttnCase c = base(2, 200, 333, ++seed);
+        AttnCase c = sm90_base(2, 200, 333, ++seed);
         c.dtype = dt;
         c.dqk = c.dv = d;
         if (causal) c.mask = Mask::causal();
@@ -69,7 +43,7 @@ TEST(Sm90Prefill, LengthsNotTileMultiples) {
   for (int d : {64, 128, 256})
     for (auto [sq, sk] : lens)
       for (bool causal : {false, true}) {
-        AttnCase c = base(1, sq, sk, ++seed);
+        AttnCase c = sm90_base(1, sq, sk, ++seed);
         c.dqk = c.dv = d;
         if (causal) c.mask = Mask::causal();
         check_sm90(c);
@@ -81,7 +55,7 @@ TEST(Sm90Prefill, CausalSqLongerThanSkHasEmptyRows) {
   // Rows i < Sq - Sk see no key: O = 0 and LSE = -inf (whole query tiles among them).
   uint64_t seed = 3000;
   for (auto [sq, sk] : {std::pair{500, 100}, {300, 1}, {1013, 77}}) {
-    AttnCase c = base(2, sq, sk, ++seed);
+    AttnCase c = sm90_base(2, sq, sk, ++seed);
     c.mask = Mask::causal();
     check_sm90(c);
   }
@@ -96,7 +70,7 @@ TEST(Sm90Prefill, PersistentGridWithManyTilesPerCta) {
   uint64_t seed = 3500;
   for (int d : {64, 128, 256})
     for (bool causal : {false, true}) {
-      AttnCase c = causal ? base(2, 1500, 200, ++seed) : base(2, 1100, 300, ++seed);
+      AttnCase c = causal ? sm90_base(2, 1500, 200, ++seed) : sm90_base(2, 1100, 300, ++seed);
       c.hq = 16;
       c.hkv = 4;
       c.dqk = c.dv = d;
@@ -105,7 +79,7 @@ TEST(Sm90Prefill, PersistentGridWithManyTilesPerCta) {
     }
   // Causal at d128 up to 512 query rows also runs on the persistent grid (sm90_dispatch.cu):
   // 6 x 16 heads x 4 query tiles, several per CTA.
-  AttnCase c = base(6, 500, 500, ++seed);
+  AttnCase c = sm90_base(6, 500, 500, ++seed);
   c.hq = 16;
   c.hkv = 4;
   c.mask = Mask::causal();
@@ -118,7 +92,7 @@ TEST(Sm90Prefill, GqaRatiosAndBatches) {
   uint64_t seed = 4000;
   for (const auto& h : heads)
     for (bool causal : {false, true}) {
-      AttnCase c = base(3, 150, 260, ++seed);
+      AttnCase c = sm90_base(3, 150, 260, ++seed);
       c.hq = h[0];
       c.hkv = h[1];
       if (causal) c.mask = Mask::causal();
@@ -131,7 +105,7 @@ TEST(Sm90Prefill, StridedNoLseLargeLogitsScale) {
   uint64_t seed = 5000;
   for (int variant = 0; variant < 4; ++variant)
     for (bool causal : {false, true}) {
-      AttnCase c = base(2, 190, 211, ++seed);
+      AttnCase c = sm90_base(2, 190, 211, ++seed);
       if (causal) c.mask = Mask::causal();
       switch (variant) {
         case 0: c.strided = true; break;
@@ -146,7 +120,7 @@ TEST(Sm90Prefill, StridedNoLseLargeLogitsScale) {
 TEST(Sm90Prefill, RerunsAreBitIdentical) {
   SKIP_UNLESS_HOPPER();
   for (bool causal : {false, true}) {
-    AttnCase c = base(2, 700, 900, causal ? 6001 : 6000);
+    AttnCase c = sm90_base(2, 700, 900, causal ? 6001 : 6000);
     if (causal) c.mask = Mask::causal();
     GpuRun r = run_on_gpu(c, sm90_opts());
     expect_gpu_matches(r);
@@ -161,7 +135,7 @@ TEST(Sm90Prefill, RerunsAreBitIdentical) {
 
 TEST(Sm90Prefill, AutoPicksSm90OnHopper) {
   SKIP_UNLESS_HOPPER();
-  AttnCase c = base(1, 256, 256, 7000);
+  AttnCase c = sm90_base(1, 256, 256, 7000);
   c.mask = Mask::causal();
   GpuRun r = run_on_gpu(c, ExecOptions{});
   EXPECT_EQ(r.plan.backend, Backend::kCudaSm90) << r.plan.kernel;
@@ -176,7 +150,7 @@ TEST(Sm90Prefill, RefusesWhatItDoesNotServe) {
   };
   std::vector<Case> cases;
   auto add = [&](const char* what, auto edit) {
-    AttnCase c = base(2, 100, 120, 8000 + cases.size());
+    AttnCase c = sm90_base(2, 100, 120, 8000 + cases.size());
     edit(c);
     cases.push_back({what, c});
   };

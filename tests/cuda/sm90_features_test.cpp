@@ -12,36 +12,10 @@
 #include <random>
 #include <string>
 
-#include "gpu_attention_util.h"
+#include "sm90_test_util.h"
 
 namespace attnkit::test {
 namespace {
-
-bool on_hopper() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-    return false;
-  return major == 9;
-}
-
-#define SKIP_UNLESS_HOPPER() \
-  if (!on_hopper()) GTEST_SKIP() << "the sm90 kernels need a Hopper GPU"
-
-ExecOptions sm90_opts() {
-  ExecOptions o;
-  o.backend = Backend::kCudaSm90;
-  return o;
-}
-
-AttnCase base(int batch, int sq, int sk, uint64_t seed) {
-  AttnCase c = AttnCase::uniform(batch, sq, sk);
-  c.hq = 4;
-  c.hkv = 2;
-  c.dqk = c.dv = 128;
-  c.seed = seed;
-  return c;
-}
 
 // The sm90 variant a case must run: sm90_fwd_d<D>_<dtype>_<variant>.
 std::string expected_kernel(const AttnCase& c) {
@@ -117,7 +91,7 @@ TEST(Sm90Varlen, RaggedQAndKvByHeadDimDtypeMask) {
   for (int d : {64, 128, 256})
     for (DType dt : {DType::kBFloat16, DType::kFloat16})
       for (bool causal : {false, true}) {
-        AttnCase c = base(5, 0, 0, ++seed);
+        AttnCase c = sm90_base(5, 0, 0, ++seed);
         c.ragged_q = true;
         c.kv = KvKind::kRagged;
         c.seqlens_q = {300, 0, 1, 129, 517};
@@ -135,7 +109,7 @@ TEST(Sm90Varlen, LayoutMatrix) {
   for (KvKind kv : {KvKind::kContiguous, KvKind::kSeqused, KvKind::kRagged})
     for (bool ragged_q : {false, true})
       for (bool causal : {false, true}) {
-        AttnCase c = base(3, 200, 0, ++seed);
+        AttnCase c = sm90_base(3, 200, 0, ++seed);
         c.kv = kv;
         c.ragged_q = ragged_q;
         c.seqlens_k = kv == KvKind::kContiguous ? std::vector<int>{250, 250, 250}
@@ -155,7 +129,7 @@ TEST(Sm90Varlen, UnusedKvRowsAreNeverRead) {
   for (KvKind kv : {KvKind::kSeqused, KvKind::kRagged})
     for (int d : {64, 128, 256})
       for (bool causal : {false, true}) {
-        AttnCase c = base(3, 150, 0, ++seed);
+        AttnCase c = sm90_base(3, 150, 0, ++seed);
         c.kv = kv;
         c.seqlens_k = {5, 129, 70};
         c.dqk = c.dv = d;
@@ -174,7 +148,7 @@ TEST(Sm90Varlen, ManyUnevenSequencesOnThePersistentGrid) {
     for (int m = 0; m < 3; ++m) {
       std::mt19937 rng(static_cast<unsigned>(++seed));
       std::uniform_int_distribution<int> len(0, 700);
-      AttnCase c = base(0, 0, 0, seed);
+      AttnCase c = sm90_base(0, 0, 0, seed);
       for (int b = 0; b < 20; ++b) {
         c.seqlens_q.push_back(b == 7 ? 0 : len(rng));
         c.seqlens_k.push_back(b == 3 ? 0 : len(rng));
@@ -207,7 +181,7 @@ TEST(Sm90Masks, WindowAndChunkedWithSqNotSk) {
   int i = 0;
   for (const Mask& m : masks)
     for (auto [sq, sk] : lens) {
-      AttnCase c = base(2, sq, sk, ++seed);
+      AttnCase c = sm90_base(2, sq, sk, ++seed);
       c.mask = m;
       c.dqk = c.dv = (i % 3 == 0) ? 64 : (i % 3 == 1 ? 128 : 256);
       c.dtype = (i / 3) % 2 ? DType::kFloat16 : DType::kBFloat16;
@@ -221,7 +195,7 @@ TEST(Sm90Masks, WindowOnRaggedAndSeqused) {
   uint64_t seed = 16000;
   for (KvKind kv : {KvKind::kSeqused, KvKind::kRagged})
     for (const Mask& m : {Mask::sliding_window(64, 0), Mask::chunked(100, true), Mask{130, 40, 0}}) {
-      AttnCase c = base(4, 0, 0, ++seed);
+      AttnCase c = sm90_base(4, 0, 0, ++seed);
       c.ragged_q = true;
       c.kv = kv;
       c.seqlens_q = {400, 0, 33, 260};
@@ -237,7 +211,7 @@ TEST(Sm90ScoreMods, Softcap) {
   for (int d : {64, 128, 256})
     for (DType dt : {DType::kBFloat16, DType::kFloat16})
       for (const Mask& m : {Mask::none(), Mask::causal(), Mask::sliding_window(100, 0)}) {
-        AttnCase c = base(2, 300, 420, ++seed);
+        AttnCase c = sm90_base(2, 300, 420, ++seed);
         c.softcap = 30.f;
         c.qk_scale = 3.f;  // logits large enough that the cap bends them
         c.dtype = dt;
@@ -254,14 +228,14 @@ TEST(Sm90ScoreMods, LearnedSinks) {
   for (int d : {64, 128, 256})
     for (DType dt : {DType::kBFloat16, DType::kFloat16})
       for (const Mask& m : {Mask::none(), Mask::causal(), Mask::sliding_window(64, 0)}) {
-        AttnCase c = base(2, 500, 300, ++seed);
+        AttnCase c = sm90_base(2, 500, 300, ++seed);
         c.sinks = true;
         c.dtype = dt;
         c.dqk = c.dv = d;
         c.mask = m;
         check_sm90(c);
       }
-  AttnCase c = base(3, 0, 0, ++seed);
+  AttnCase c = sm90_base(3, 0, 0, ++seed);
   c.sinks = true;
   c.ragged_q = true;
   c.kv = KvKind::kRagged;
@@ -273,7 +247,7 @@ TEST(Sm90ScoreMods, LearnedSinks) {
 
 TEST(Sm90Varlen, RerunsAreBitIdentical) {
   SKIP_UNLESS_HOPPER();
-  AttnCase c = base(4, 0, 0, 19000);
+  AttnCase c = sm90_base(4, 0, 0, 19000);
   c.ragged_q = true;
   c.kv = KvKind::kRagged;
   c.seqlens_q = {400, 0, 33, 260};
@@ -291,7 +265,7 @@ TEST(Sm90Varlen, RerunsAreBitIdentical) {
 
 TEST(Sm90Varlen, AutoPicksSm90ForTheFeatures) {
   SKIP_UNLESS_HOPPER();
-  AttnCase c = base(3, 0, 0, 19500);
+  AttnCase c = sm90_base(3, 0, 0, 19500);
   c.ragged_q = true;
   c.kv = KvKind::kRagged;
   c.seqlens_q = {100, 300, 17};
