@@ -81,4 +81,16 @@ inline std::vector<unsigned char> bytes_of(const ViewedBuffer& vb) {
   return out;
 }
 
+// The decode benchmark's heads: GQA 32/8 (Llama-3-8B), head dim 128, bf16.
+inline AttnCase gqa_decode_case(int batch, int sq, int sk, uint64_t seed) {
+  AttnCase c = AttnCase::uniform(batch, sq, sk);
+  c.hq = 32;
+  c.hkv = 8;
+  c.dqk = c.dv = 128;
+  c.seed = seed;
+  return c;
+}
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
 }  // namespace attnkit::test

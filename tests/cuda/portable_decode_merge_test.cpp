@@ -14,17 +14,6 @@
 namespace attnkit::test {
 namespace {
 
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-AttnCase merge_case(int batch, int sq, int sk, uint64_t seed) {
-  AttnCase c = AttnCase::uniform(batch, sq, sk);
-  c.hq = 32;
-  c.hkv = 8;
-  c.dqk = c.dv = 128;
-  c.seed = seed;
-  return c;
-}
-
 // Reruns a planned case on the same inputs (outputs poisoned first) and returns O's and LSE's bytes.
 std::pair<std::vector<unsigned char>, std::vector<unsigned char>> rerun(GpuRun& r,
                                                                         const ExecOptions& opts) {
@@ -39,7 +28,7 @@ TEST(PortableDecodeMerge, SplitCountsMatchOneSplitAndRerunBitIdentical) {
   uint64_t seed = 3000;
   for (KvKind kv : {KvKind::kContiguous, KvKind::kPaged})
     for (int sq : {1, 4}) {
-      AttnCase c = merge_case(2, sq, 1, ++seed);
+      AttnCase c = gqa_decode_case(2, sq, 1, ++seed);
       // 2100 keys: 66 blocks of 32, so 128 splits leave many splits empty; the second sequence
       // is short enough that most of its splits are empty at 16 splits already.
       c.seqlens_k = {2100, 97};
@@ -72,7 +61,7 @@ TEST(PortableDecodeMerge, SplitCountsMatchOneSplitAndRerunBitIdentical) {
 // in it must still be zeroed by the call itself (or no split would find itself last, and the
 // poisoned O would survive).
 TEST(PortableDecodeMerge, GarbageWorkspaceEveryCall) {
-  AttnCase c = merge_case(3, 2, 3000, 3100);
+  AttnCase c = gqa_decode_case(3, 2, 3000, 3100);
   c.kv = KvKind::kPaged;
   c.page_size = 64;
   c.num_splits = 9;
@@ -116,7 +105,7 @@ TEST(PortableDecodeMerge, GarbageWorkspaceEveryCall) {
 // A planned split decode captured into a CUDA graph (workspace allocated inside the capture);
 // replayed twice on the same inputs it gives bit-identical O and LSE, matching the reference.
 TEST(PortableDecodeMerge, GraphReplaysBitIdentical) {
-  AttnCase c = merge_case(1, 1, 8192, 3200);
+  AttnCase c = gqa_decode_case(1, 1, 8192, 3200);
   c.kv = KvKind::kPaged;
   c.page_size = 16;
   AttnData host = make_attn_data(c);

@@ -13,22 +13,11 @@
 namespace attnkit::test {
 namespace {
 
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-AttnCase decode_case(int batch, int sq, int sk, uint64_t seed) {
-  AttnCase c = AttnCase::uniform(batch, sq, sk);
-  c.hq = 32;
-  c.hkv = 8;
-  c.dqk = c.dv = 128;
-  c.seed = seed;
-  return c;
-}
-
 TEST(PortableDecode, SplitCountsAgree) {
   uint64_t seed = 1000;
   for (KvKind kv : {KvKind::kContiguous, KvKind::kPaged})
     for (int sq : {1, 4}) {
-      AttnCase c = decode_case(2, sq, 1500, ++seed);
+      AttnCase c = gqa_decode_case(2, sq, 1500, ++seed);
       c.kv = kv;
       c.page_size = 64;
       c.sinks = sq == 4;
@@ -56,7 +45,7 @@ TEST(PortableDecode, FeatureMatrix) {
   for (DType dt : {DType::kBFloat16, DType::kFloat16})
     for (int ps : {1, 16, 64})
       for (int sq : {1, 2, 8}) {
-        AttnCase c = decode_case(3, sq, 1, ++seed);
+        AttnCase c = gqa_decode_case(3, sq, 1, ++seed);
         c.dtype = dt;
         c.kv = KvKind::kPaged;
         c.page_size = ps;
@@ -66,7 +55,7 @@ TEST(PortableDecode, FeatureMatrix) {
         check_case(c);
       }
   for (int variant = 0; variant < 5; ++variant) {
-    AttnCase c = decode_case(2, 1, 777, ++seed);
+    AttnCase c = gqa_decode_case(2, 1, 777, ++seed);
     switch (variant) {
       case 0: c.softcap = 30.f; break;
       case 1: c.alibi = true; break;
@@ -119,7 +108,7 @@ TEST(PortableDecode, MergeStatesOnGpu) {
 
 TEST(PortableDecode, BitIdenticalReruns) {
   for (int splits : {1, 7}) {
-    AttnCase c = decode_case(2, 3, 2000, 1300 + splits);
+    AttnCase c = gqa_decode_case(2, 3, 2000, 1300 + splits);
     c.kv = KvKind::kPaged;
     c.page_size = 16;
     c.num_splits = splits;
@@ -147,7 +136,7 @@ TEST(PortableDecode, BitIdenticalReruns) {
 // A planned split-KV decode (workspace allocated stream-ordered inside the capture) recorded into
 // a CUDA graph; each replay over fresh inputs matches the CPU reference.
 TEST(PortableDecode, GraphCaptureReplays) {
-  AttnCase c = decode_case(1, 1, 4000, 1400);
+  AttnCase c = gqa_decode_case(1, 1, 4000, 1400);
   c.kv = KvKind::kPaged;
   c.page_size = 16;
   c.num_splits = 0;
@@ -193,7 +182,7 @@ TEST(PortableDecode, GraphCaptureReplays) {
 }
 
 TEST(PortableDecode, PlannerSplitsSmallBatches) {
-  AttnCase c = decode_case(1, 1, 8192, 1500);
+  AttnCase c = gqa_decode_case(1, 1, 8192, 1500);
   c.kv = KvKind::kPaged;
   c.page_size = 64;
   AttnData dev = make_attn_data(c).to(cuda());
@@ -205,7 +194,7 @@ TEST(PortableDecode, PlannerSplitsSmallBatches) {
   int sms = 0;
   CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   EXPECT_EQ(plan.num_splits, std::min(2 * sms / 8, 128));
-  AttnCase big = decode_case(64, 1, 256, 1501);  // 512 CTAs already fill the GPU
+  AttnCase big = gqa_decode_case(64, 1, 256, 1501);  // 512 CTAs already fill the GPU
   AttnData dev2 = make_attn_data(big).to(cuda());
   ASSERT_TRUE(plan_attention(dev2.args(), portable_opts(), &plan).ok());
   EXPECT_EQ(plan.num_splits, 1);
@@ -220,7 +209,7 @@ TEST(PortableDecode, PlannerPicksDecodeTile) {
   } cases[] = {{1, true}, {8, true}, {9, false}, {64, false}};
   uint64_t seed = 1600;
   for (const auto& k : cases) {
-    AttnCase c = decode_case(2, k.sq, 512, ++seed);  // group 4: rows = 4 * sq
+    AttnCase c = gqa_decode_case(2, k.sq, 512, ++seed);  // group 4: rows = 4 * sq
     AttnData dev = make_attn_data(c).to(cuda());
     AttentionPlan plan;
     ASSERT_TRUE(plan_attention(dev.args(), portable_opts(), &plan).ok()) << "sq " << k.sq;
