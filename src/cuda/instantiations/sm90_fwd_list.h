@@ -8,8 +8,13 @@
 //                  run time; no score mod, no sinks
 //   local_softcap  local + softcap
 //   local_sinks    local + learned sinks
-// TUs in this folder: sm90_fwd_d<D>_<dtype>.cu (none, causal) and sm90_fwd_d<D>_<dtype>_local.cu
-// (the three local variants), so the common masks do not wait on the others in a build.
+//   paged_none, paged_causal, paged_local
+//                  none / causal / local over a paged KV cache (page table, seqused_k), whose page
+//                  size is a multiple of the KV tile (sm90_kv_block: 128 keys at D <= 128, 64 at
+//                  256); no score mod, no sinks
+// TUs in this folder: sm90_fwd_d<D>_<dtype>.cu (none, causal), sm90_fwd_d<D>_<dtype>_local.cu
+// (the three local variants) and sm90_fwd_d<D>_<dtype>_paged.cu (the three paged ones), so the
+// common masks do not wait on the others in a build: 18 TUs, 48 variants.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,7 +27,10 @@
   X(D, DT, causal)                          \
   X(D, DT, local)                           \
   X(D, DT, local_softcap)                   \
-  X(D, DT, local_sinks)
+  X(D, DT, local_sinks)                     \
+  X(D, DT, paged_none)                      \
+  X(D, DT, paged_causal)                    \
+  X(D, DT, paged_local)
 
 #define ATTNKIT_SM90_FWD_DTYPES(X, D)    \
   ATTNKIT_SM90_FWD_VARIANTS(X, D, bf16)  \

@@ -39,10 +39,16 @@ bool is_causal(const Mask& m) {
   return m.window_left < 0 && m.window_right == 0 && m.chunk_size == 0;
 }
 
-// The policies a request needs (nullptr: none built, softcap together with sinks). The dedicated
-// none / causal variants serve those masks when nothing else is asked for; any other mask, or a
-// score mod or sinks, goes to the run-time-mask variants.
+// The policies a request needs (nullptr: none built, softcap together with sinks, or either with
+// paged K/V). The dedicated none / causal variants serve those masks when nothing else is asked
+// for; any other mask, or a score mod or sinks, goes to the run-time-mask variants.
 const char* policies_for(const AttnProblem& prob) {
+  if (prob.kv == KvLayout::kPaged) {
+    if (prob.softcap > 0.f || prob.has_sinks) return nullptr;
+    if (prob.mask.is_none()) return "paged_none";
+    if (is_causal(prob.mask)) return "paged_causal";
+    return "paged_local";
+  }
   if (prob.softcap > 0.f && prob.has_sinks) return nullptr;
   if (prob.softcap > 0.f) return "local_softcap";
   if (prob.has_sinks) return "local_sinks";
@@ -105,7 +111,20 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
   if (prob.dqk != prob.dv) return no("needs Dqk == Dv");
   if (prob.dqk != 64 && prob.dqk != 128 && prob.dqk != 256)
     return no("head dim " + std::to_string(prob.dqk) + " not built (64, 128, 256)");
-  if (prob.kv == KvLayout::kPaged) return no("paged K/V is not supported yet");
+  if (prob.kv == KvLayout::kPaged) {
+    // TMA loads whole KV tiles, each from one page (sm90_kv.h).
+    const int block = gpu::sm90_kv_block(prob.dqk);
+    if (prob.page_size() % block != 0)
+      return no("paged K/V needs a page size that is a multiple of the KV tile (" +
+                std::to_string(block) + " keys at head dim " + std::to_string(prob.dqk) +
+                "), not " + std::to_string(prob.page_size()));
+    if (prob.softcap > 0.f || prob.has_sinks)
+      return no("paged K/V with softcap or sinks is not built (paged with any mask is)");
+    if (prob.num_pages < 1 || prob.num_pages >= (int64_t{1} << 31))
+      return no("paged K/V needs between 1 and 2^31 - 1 pages");
+    if (prob.max_pages * prob.page_size() >= (int64_t{1} << 30))
+      return no("paged K/V: max_pages x page_size must stay below 2^30");
+  }
   if (prob.has_alibi) return no("ALiBi is not supported yet");
   if (prob.softcap > 0.f && prob.has_sinks)
     return no("softcap together with learned sinks is not built (either alone is)");
@@ -185,6 +204,14 @@ Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
   g.sk = static_cast<int>(prob.k_rows);
   g.q_batches = qd ? prob.batch : 1;
   g.k_batches = kd ? prob.batch : 1;
+  if (prob.kv == KvLayout::kPaged) {
+    // TMA's batch dim is the page (Sm90FwdArgs): k / v _batch are already the page strides.
+    g.k_batches = static_cast<int>(prob.num_pages);
+    g.page_table = static_cast<const int32_t*>(a.page_table.data);
+    g.pt_batch_stride = a.page_table.stride[0];
+    g.pt_col_stride = a.page_table.stride[1];
+    g.max_pages = static_cast<int>(prob.max_pages);
+  }
   g.max_seqlen_q = prob.q_ragged ? prob.max_seqlen_q : static_cast<int>(prob.q_rows);
   g.hq = prob.hq;
   g.hkv = prob.hkv;

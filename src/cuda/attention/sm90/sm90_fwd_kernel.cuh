@@ -35,6 +35,8 @@
 // tile of a sequence is loaded so that it ends at the sequence's last key (rows from sk - N, the
 // overlap with the tile before it masked): a V row past the sequence end is never read, since
 // 0 x NaN would poison P·V where such a row is an unfilled cache slot.
+// Where a K / V tile is read from (contiguous or ragged rows, or a page of a paged cache) is the KV
+// policy's (sm90_kv.h), which the producer alone asks.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -57,6 +59,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/attention/sm90/sm90_fwd_params.h"
+#include "cuda/attention/sm90/sm90_kv.h"
 #include "cuda/attention/sm90/sm90_mask.h"
 #include "cuda/attention/sm90/sm90_score_mod.h"
 #include "cuda/attention/sm90/sm90_seqlen.h"
@@ -73,7 +77,7 @@ using namespace cute;
 // Measured on H100 (FA3 shapes, same run): D=64 with three warpgroups ran 1.01-1.26x faster than
 // with two (least at 512 tokens, 1.14-1.26x from 2k up), causal or not.
 template <class Element_, int kHeadDim_, bool kCausal_, int kConsumerWGs_ = kHeadDim_ == 64 ? 3 : 2,
-          int kBlockN_ = kHeadDim_ <= 128 ? 128 : 64, int kStages_ = kHeadDim_ <= 128 ? 3 : 2>
+          int kBlockN_ = sm90_kv_block(kHeadDim_), int kStages_ = kHeadDim_ <= 128 ? 3 : 2>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -172,7 +176,7 @@ struct SharedStorage {
   CUTE_DEVICE auto tensor_vt() { return make_tensor(make_smem_ptr(v.data()), typename Cfg::SmemLayoutVt{}); }
 };
 
-template <class Cfg, class Sched>
+template <class Cfg, class Sched, class Kv>
 struct FwdKernelParams {
   typename Cfg::TmaQ tma_q;
   typename Cfg::TmaK tma_k;
@@ -181,7 +185,7 @@ struct FwdKernelParams {
   int64_t o_batch, o_row, o_head;
   float* lse;
   int64_t lse_batch, lse_row, lse_head;
-  int q_batches, k_batches;  // TMA batch extents (1 for ragged tensors)
+  int q_batches, k_batches;  // TMA batch extents (1 for ragged tensors; paged K/V: the pages)
   int hq, hkv, group;
   WithVarlen<Sched> sched;
   int pingpong;  // 1: the consumer warpgroups take turns issuing GEMMs
@@ -191,6 +195,7 @@ struct FwdKernelParams {
   float softcap;
   const float* sinks;  // SinkLearned only
   int64_t sinks_stride;
+  Kv kv;  // KV operand policy (sm90_kv.h): contiguous or paged
 };
 
 // Named barriers (user ids, CUTLASS adds its reserved count) for the consumers' ping-pong.
@@ -226,9 +231,9 @@ CUTE_DEVICE int tile_first_key(int n, int sk) {
   return min(n * kBlockN, sk - kBlockN);
 }
 
-template <class Cfg, class Sched, class Mask, class Mod, class Sinks>
+template <class Cfg, class Sched, class Mask, class Mod, class Sinks, class Kv>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    sm90_fwd_kernel(const __grid_constant__ FwdKernelParams<Cfg, Sched> p) {
+    sm90_fwd_kernel(const __grid_constant__ FwdKernelParams<Cfg, Sched, Kv> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Element = typename Cfg::Element;
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kD = Cfg::kHeadDim;
@@ -269,8 +274,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (threadIdx.x != 0) return;
 
     Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.seqs.q_rows, Int<kD>{}, p.hq, p.q_batches));
-    Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.seqs.k_rows, Int<kD>{}, p.hkv, p.k_batches));
-    Tensor mVt = p.tma_v.get_tma_tensor(make_shape(Int<kD>{}, p.seqs.k_rows, p.hkv, p.k_batches));
+    const int kv_rows = p.kv.tma_rows(p.seqs.k_rows);  // paged: one page's (sm90_kv.h)
+    Tensor mK = p.tma_k.get_tma_tensor(make_shape(kv_rows, Int<kD>{}, p.hkv, p.k_batches));
+    Tensor mVt = p.tma_v.get_tma_tensor(make_shape(Int<kD>{}, kv_rows, p.hkv, p.k_batches));
     auto tma_q = p.tma_q.get_slice(0);
     auto tma_k = p.tma_k.get_slice(0);
     auto tma_v = p.tma_v.get_slice(0);
@@ -291,39 +297,42 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const int kv_head = w.head / p.group;
       Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, w.head, si.q_batch)),
                              typename Cfg::TileQ{}, make_coord(w.m_block, _0{}));
-      Tensor mKs = domain_offset(make_coord(si.k_offset, _0{}), mK(_, _, kv_head, si.kv_batch));
-      Tensor mVs = domain_offset(make_coord(_0{}, si.k_offset), mVt(_, _, kv_head, si.kv_batch));
       Tensor tQg = tma_q.partition_S(gQ);
-      // K then V of KV tile n; the tile's first (last-in-sequence) K is followed by its Q. (The
-      // first tile is peeled off the loop so that Q's coordinates are not live through it: the
-      // producer has 24 registers at D >= 128.)
-      auto load_k = [&](int n) CUTLASS_LAMBDA_FUNC_INLINE {
+      // K then V of KV tile n, at the coordinates the KV policy gives; the tile's first
+      // (last-in-sequence) K is followed by its Q. (The first tile is peeled off the loop so that
+      // Q's coordinates are not live through it: the producer has 24 registers at D >= 128.)
+      auto coord = [&](int n) CUTLASS_LAMBDA_FUNC_INLINE {
+        return p.kv.template tile<kBlockN>(si, tile_first_key<kBlockN>(n, si.sk));
+      };
+      auto load_k = [&](KvTileCoord c) CUTLASS_LAMBDA_FUNC_INLINE {
         Tensor tKg = tma_k.partition_S(local_tile(
-            domain_offset(make_coord(tile_first_key<kBlockN>(n, si.sk), _0{}), mKs),
+            domain_offset(make_coord(c.row, _0{}), mK(_, _, kv_head, c.outer)),
             typename Cfg::TileK{}, make_coord(_0{}, _0{})));
         pipe_k.producer_acquire(st);
         copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg, tKs(_, _, _, st.index()));
       };
-      auto load_v = [&](int n) CUTLASS_LAMBDA_FUNC_INLINE {
+      auto load_v = [&](KvTileCoord c) CUTLASS_LAMBDA_FUNC_INLINE {
         Tensor tVg = tma_v.partition_S(local_tile(
-            domain_offset(make_coord(_0{}, tile_first_key<kBlockN>(n, si.sk)), mVs),
+            domain_offset(make_coord(_0{}, c.row), mVt(_, _, kv_head, c.outer)),
             typename Cfg::TileVt{}, make_coord(_0{}, _0{})));
         pipe_v.producer_acquire(st);
         copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg, tVs(_, _, _, st.index()));
         ++st;
       };
       int n = kr.end - 1;
-      load_k(n);
+      KvTileCoord c = coord(n);
+      load_k(c);
       // Q goes after the tile's first K: K/V stages free up while the consumers still read the
       // previous tile's Q, which is released only after its last Q·Kᵀ.
       if (q_loads > 0) PlainBarrier::wait(&ss.q_empty, (q_loads - 1) & 1);
       Barrier::arrive_and_expect_tx(&ss.q_full, Cfg::kBytesQ);
       copy(p.tma_q.with(ss.q_full), tQg, tQs);
       ++q_loads;
-      load_v(n);
+      load_v(c);
       for (--n; n >= kr.begin; --n) {
-        load_k(n);
-        load_v(n);
+        c = coord(n);
+        load_k(c);
+        load_v(c);
       }
     }
     pipe_k.producer_tail(st);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "attnkit/status.h"
@@ -25,11 +26,25 @@
 
 namespace attnkit::gpu::sm90 {
 
-template <class Cfg, class Sched, class Mask, class Mod, class Sinks>
+template <class Cfg, class Sched, class Mask, class Mod, class Sinks, class Kv>
 Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr int kHeadDim = Cfg::kHeadDim;
   using Element = typename Cfg::Element;
-  using Params = FwdKernelParams<Cfg, Sched>;
+  using Params = FwdKernelParams<Cfg, Sched, Kv>;
+  Kv kv;
+  if constexpr (Kv::kPaged) {
+    // a.sk is the page size here (Sm90FwdArgs); a tile must never span two pages.
+    if (a.page_table == nullptr || a.seqused_k == nullptr || a.k_batches < 1 || a.max_pages < 1 ||
+        a.sk % Cfg::kBlockN != 0)
+      return Status::Invalid("sm90 attention (paged): needs a page table, seqused_k, at least one "
+                             "page and a page size that is a multiple of " +
+                             std::to_string(Cfg::kBlockN));
+    kv.page_table = a.page_table;
+    kv.pt_batch_stride = a.pt_batch_stride;
+    kv.pt_col_stride = a.pt_col_stride;
+    kv.page_size = FastDiv(a.sk);
+    kv.num_pages = a.k_batches;
+  }
   // TMA wants every global stride a multiple of 16 bytes, even for extents of 1 whose stride is
   // never used: those get the (already aligned) row stride.
   auto fix = [](int64_t stride, int extent, int64_t row) { return extent == 1 ? row : stride; };
@@ -47,7 +62,8 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
                                     fix(a.v_batch, a.k_batches, a.v_row)));
   SeqLens seqs;
   seqs.q_rows = a.sq;
-  seqs.k_rows = a.sk;
+  // Paged: keys per sequence are bounded by its page-table row.
+  seqs.k_rows = Kv::kPaged ? a.max_pages * a.sk : a.sk;
   seqs.cu_q = a.cu_seqlens_q, seqs.cu_q_stride = static_cast<int>(a.cu_q_stride);
   seqs.cu_k = a.cu_seqlens_k, seqs.cu_k_stride = static_cast<int>(a.cu_k_stride);
   seqs.used_k = a.seqused_k, seqs.used_k_stride = static_cast<int>(a.seqused_k_stride);
@@ -77,9 +93,9 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
            static_cast<Element*>(a.o), a.o_batch, a.o_row, a.o_head,
            a.lse, a.lse_batch, a.lse_row, a.lse_head,
            a.q_batches, a.k_batches, a.hq, a.hkv, a.hq / a.hkv, sched,
-           a.pingpong ? 1 : 0, seqs, mask, a.scale, a.softcap, a.sinks, a.sinks_stride};
+           a.pingpong ? 1 : 0, seqs, mask, a.scale, a.softcap, a.sinks, a.sinks_stride, kv};
 
-  auto kernel = &sm90_fwd_kernel<Cfg, Sched, Mask, Mod, Sinks>;
+  auto kernel = &sm90_fwd_kernel<Cfg, Sched, Mask, Mod, Sinks, Kv>;
   constexpr int kSmem = static_cast<int>(sizeof(SharedStorage<Cfg>));
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds the 227 KB a Hopper CTA can have");
   ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -95,16 +111,16 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 // tile, longest first, unless the plan asked for the persistent grid (short sequences, where
 // per-CTA start-up costs dominate). Causal at d256 stays one CTA per tile: persistent (with N=80
 // tiles) measured 0.67-0.89x of it at 512 to 2k rows (H100).
-template <class Element, int kHeadDim, class Mask, class Mod, class Sinks>
+template <class Element, int kHeadDim, class Mask, class Mod, class Sinks, class Kv>
 Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr bool kCausal = !std::is_same_v<Mask, MaskNone>;
   using Cfg = FwdConfig<Element, kHeadDim, kCausal>;
   if constexpr (std::is_same_v<Mask, MaskCausal> && kHeadDim == 128) {
     if (a.persistent)
-      return launch_fwd<Cfg, PersistentLongestFirstScheduler, Mask, Mod, Sinks>(a, stream);
-    return launch_fwd<Cfg, LongestFirstScheduler, Mask, Mod, Sinks>(a, stream);
+      return launch_fwd<Cfg, PersistentLongestFirstScheduler, Mask, Mod, Sinks, Kv>(a, stream);
+    return launch_fwd<Cfg, LongestFirstScheduler, Mask, Mod, Sinks, Kv>(a, stream);
   } else {
-    return launch_fwd<Cfg, SchedulerFor<kHeadDim, kCausal>, Mask, Mod, Sinks>(a, stream);
+    return launch_fwd<Cfg, SchedulerFor<kHeadDim, kCausal>, Mask, Mod, Sinks, Kv>(a, stream);
   }
 }
 
@@ -112,12 +128,17 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 
 #define ATTNKIT_SM90_ELEMENT_bf16 cutlass::bfloat16_t
 #define ATTNKIT_SM90_ELEMENT_fp16 cutlass::half_t
-// Each variant name of sm90_fwd_list.h -> (mask, score mod, sinks) policy types.
-#define ATTNKIT_SM90_POLICIES_none sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone
-#define ATTNKIT_SM90_POLICIES_causal sm90::MaskCausal, sm90::ScoreNone, sm90::SinkNone
-#define ATTNKIT_SM90_POLICIES_local sm90::MaskLocal, sm90::ScoreNone, sm90::SinkNone
-#define ATTNKIT_SM90_POLICIES_local_softcap sm90::MaskLocal, sm90::ScoreSoftcap, sm90::SinkNone
-#define ATTNKIT_SM90_POLICIES_local_sinks sm90::MaskLocal, sm90::ScoreNone, sm90::SinkLearned
+// Each variant name of sm90_fwd_list.h -> (mask, score mod, sinks, KV operand) policy types.
+#define ATTNKIT_SM90_POLICIES_none sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous
+#define ATTNKIT_SM90_POLICIES_causal sm90::MaskCausal, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous
+#define ATTNKIT_SM90_POLICIES_local sm90::MaskLocal, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous
+#define ATTNKIT_SM90_POLICIES_local_softcap \
+  sm90::MaskLocal, sm90::ScoreSoftcap, sm90::SinkNone, sm90::KvContiguous
+#define ATTNKIT_SM90_POLICIES_local_sinks \
+  sm90::MaskLocal, sm90::ScoreNone, sm90::SinkLearned, sm90::KvContiguous
+#define ATTNKIT_SM90_POLICIES_paged_none sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
+#define ATTNKIT_SM90_POLICIES_paged_causal sm90::MaskCausal, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
+#define ATTNKIT_SM90_POLICIES_paged_local sm90::MaskLocal, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
 
 #define ATTNKIT_DEFINE_SM90_FWD(D, DT, MASK)                                                    \
   namespace attnkit::gpu {                                                                      \
