@@ -20,7 +20,7 @@ namespace {
 using gpu::Sm90FwdArgs;
 
 struct Variant {
-  int d;
+  int dqk, dv;
   DType dtype;
   const char* policies;  // the variant's name in sm90_fwd_list.h: none, causal, local, ...
   const char* name;
@@ -30,7 +30,8 @@ struct Variant {
 constexpr DType dtype_of(const char* t) { return t[0] == 'b' ? DType::kBFloat16 : DType::kFloat16; }
 
 #define ATTNKIT_SM90_VARIANT_ROW(D, DT, VARIANT)                              \
-  Variant{D, dtype_of(#DT), #VARIANT, "sm90_fwd_d" #D "_" #DT "_" #VARIANT, \
+  Variant{ATTNKIT_SM90_DIMS_##D, dtype_of(#DT), #VARIANT,                       \
+          "sm90_fwd_d" #D "_" #DT "_" #VARIANT,                               \
           &gpu::sm90_fwd_d##D##_##DT##_##VARIANT},
 constexpr Variant kVariants[] = {ATTNKIT_SM90_FWD_LIST(ATTNKIT_SM90_VARIANT_ROW)};
 #undef ATTNKIT_SM90_VARIANT_ROW
@@ -61,7 +62,9 @@ const Variant* find_variant(const AttnProblem& prob) {
   const char* pol = policies_for(prob);
   if (pol == nullptr) return nullptr;
   for (const Variant& v : kVariants)
-    if (v.d == prob.dqk && v.dtype == prob.dtype && std::string(v.policies) == pol) return &v;
+    if (v.dqk == prob.dqk && v.dv == prob.dv && v.dtype == prob.dtype &&
+        std::string(v.policies) == pol)
+      return &v;
   return nullptr;
 }
 
@@ -108,9 +111,17 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
   auto no = [](const std::string& why) { return Status::Unsupported("sm90 attention: " + why); };
   if (prob.dtype != DType::kBFloat16 && prob.dtype != DType::kFloat16)
     return no(std::string("supports bf16 and fp16, not ") + to_string(prob.dtype));
-  if (prob.dqk != prob.dv) return no("needs Dqk == Dv");
-  if (prob.dqk != 64 && prob.dqk != 128 && prob.dqk != 256)
-    return no("head dim " + std::to_string(prob.dqk) + " not built (64, 128, 256)");
+  const bool square = prob.dqk == prob.dv;
+  if (!(square && (prob.dqk == 64 || prob.dqk == 96 || prob.dqk == 128 || prob.dqk == 256)) &&
+      !(prob.dqk == 192 && prob.dv == 128))
+    return no("head dims " + std::to_string(prob.dqk) + "/" + std::to_string(prob.dv) +
+              " not built (64, 96, 128, 256 and 192/128)");
+  // 192/128 and 96 have the none and causal variants only (sm90_fwd_list.h).
+  if ((!square || prob.dqk == 96) &&
+      (!(prob.mask.is_none() || is_causal(prob.mask)) || prob.softcap > 0.f || prob.has_sinks ||
+       prob.kv == KvLayout::kPaged))
+    return no("head dims 192/128 and 96 are built for no mask and causal only (contiguous or "
+              "ragged K/V, no softcap or sinks)");
   if (prob.kv == KvLayout::kPaged) {
     // TMA loads whole KV tiles, each from one page (sm90_kv.h).
     const int block = gpu::sm90_kv_block(prob.dqk);

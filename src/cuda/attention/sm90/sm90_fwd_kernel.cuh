@@ -76,11 +76,14 @@ using namespace cute;
 // each one's softmax then has two other warpgroups' GEMMs to hide behind.
 // Measured on H100 (FA3 shapes, same run): D=64 with three warpgroups ran 1.01-1.26x faster than
 // with two (least at 512 tokens, 1.14-1.26x from 2k up), causal or not.
+// kHeadDim is Q's and K's head dim, kHeadDimV V's and O's (192 / 128: DeepSeek-style heads).
 template <class Element_, int kHeadDim_, bool kCausal_, int kConsumerWGs_ = kHeadDim_ == 64 ? 3 : 2,
-          int kBlockN_ = sm90_kv_block(kHeadDim_), int kStages_ = kHeadDim_ <= 128 ? 3 : 2>
+          int kBlockN_ = sm90_kv_block(kHeadDim_), int kStages_ = kHeadDim_ <= 128 ? 3 : 2,
+          int kHeadDimV_ = kHeadDim_>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kHeadDimV = kHeadDimV_;
   static constexpr bool kCausal = kCausal_;
   static constexpr int kConsumerWGs = kConsumerWGs_;
   static_assert(kConsumerWGs == 2 || kConsumerWGs == 3);
@@ -97,26 +100,31 @@ struct FwdConfig {
 
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileK = Shape<Int<kBlockN>, Int<kHeadDim>>;
-  using TileVt = Shape<Int<kHeadDim>, Int<kBlockN>>;
+  using TileVt = Shape<Int<kHeadDimV>, Int<kBlockN>>;
   using TileS = Shape<Int<kBlockM>, Int<kBlockN>>;
-  using TileO = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  using TileO = Shape<Int<kBlockM>, Int<kHeadDimV>>;
 
   // Q and K: rows of D contiguous (K-major for S = Q·Kᵀ). V is viewed transposed, (D, keys) with D
   // contiguous, which is the MN-major B operand of O = P·V; TMA writes it in that layout directly.
-  using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, TileQ{}));
+  // The widest swizzle whose atom (64 16-bit elements for 128 bytes, 32 for 64) divides the head
+  // dim: 128-byte at 64 / 128 / 192 / 256, 64-byte at 96.
+  using AtomK = std::conditional_t<kHeadDim % 64 == 0, GMMA::Layout_K_SW128_Atom<Element>,
+                                   GMMA::Layout_K_SW64_Atom<Element>>;
+  using AtomVt = std::conditional_t<kHeadDimV % 64 == 0, GMMA::Layout_MN_SW128_Atom<Element>,
+                                    GMMA::Layout_MN_SW64_Atom<Element>>;
+  static_assert(kHeadDim % 32 == 0 && kHeadDimV % 32 == 0, "head dims are multiples of 32");
+  using SmemLayoutQ = decltype(tile_to_shape(AtomK{}, TileQ{}));
   using SmemLayoutK = decltype(tile_to_shape(
-      GMMA::Layout_K_SW128_Atom<Element>{},
-      make_shape(Int<kBlockN>{}, Int<kHeadDim>{}, Int<kStages>{})));
+      AtomK{}, make_shape(Int<kBlockN>{}, Int<kHeadDim>{}, Int<kStages>{})));
   using SmemLayoutVt = decltype(tile_to_shape(
-      GMMA::Layout_MN_SW128_Atom<Element>{},
-      make_shape(Int<kHeadDim>{}, Int<kBlockN>{}, Int<kStages>{})));
+      AtomVt{}, make_shape(Int<kHeadDimV>{}, Int<kBlockN>{}, Int<kStages>{})));
 
   // Warpgroups stacked along M: thread t of the consumers works on rows 64*(t/128)..+63.
   using TiledMmaS = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
       Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
   using TiledMmaO = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>,
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDimV>, Int<kBlockN>>,
                            GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
 
@@ -124,7 +132,7 @@ struct FwdConfig {
   // for V. Strides in elements; the head dim is contiguous.
   using ShapeRows = Shape<int32_t, Int<kHeadDim>, int32_t, int32_t>;
   using StrideRows = Stride<int64_t, _1, int64_t, int64_t>;
-  using ShapeVt = Shape<Int<kHeadDim>, int32_t, int32_t, int32_t>;
+  using ShapeVt = Shape<Int<kHeadDimV>, int32_t, int32_t, int32_t>;
   using StrideVt = Stride<_1, int64_t, int64_t, int64_t>;
 
   using TmaQ = decltype(make_tma_copy(
@@ -144,7 +152,8 @@ struct FwdConfig {
   using PipelineState = typename Pipeline::PipelineState;
 
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
-  static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesK = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesV = kBlockN * kHeadDimV * sizeof(Element);
 
   // setmaxnreg budgets. The CTA keeps the registers it was launched with (65536 / kThreads per
   // thread, rounded down to 8: 168 or 128); what the producer gives back must cover what the
@@ -237,6 +246,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Element = typename Cfg::Element;
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kD = Cfg::kHeadDim;
+  constexpr int kDv = Cfg::kHeadDimV;
   using Pipeline = typename Cfg::Pipeline;
   using PipelineState = typename Cfg::PipelineState;
 
@@ -253,8 +263,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pp.is_leader = threadIdx.x == 0;
   pp.num_consumers = Cfg::kConsumerThreads;
-  pp.transaction_bytes = Cfg::kBytesKV;
+  pp.transaction_bytes = Cfg::kBytesK;
   Pipeline pipe_k(ss.pipe_k, pp, Shape<_1, _1, _1>{});
+  pp.transaction_bytes = Cfg::kBytesV;
   Pipeline pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
   if (threadIdx.x == 0) {
     Barrier::init(&ss.q_full, 1);
@@ -276,7 +287,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.seqs.q_rows, Int<kD>{}, p.hq, p.q_batches));
     const int kv_rows = p.kv.tma_rows(p.seqs.k_rows);  // paged: one page's (sm90_kv.h)
     Tensor mK = p.tma_k.get_tma_tensor(make_shape(kv_rows, Int<kD>{}, p.hkv, p.k_batches));
-    Tensor mVt = p.tma_v.get_tma_tensor(make_shape(Int<kD>{}, kv_rows, p.hkv, p.k_batches));
+    Tensor mVt = p.tma_v.get_tma_tensor(make_shape(Int<kDv>{}, kv_rows, p.hkv, p.k_batches));
     auto tma_q = p.tma_q.get_slice(0);
     auto tma_k = p.tma_k.get_slice(0);
     auto tma_v = p.tma_v.get_slice(0);

@@ -57,7 +57,7 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
                        make_stride(a.k_row, _1{}, fix(a.k_head, a.hkv, a.k_row),
                                    fix(a.k_batch, a.k_batches, a.k_row)));
   auto vt = make_tensor(make_gmem_ptr(static_cast<const Element*>(a.v)),
-                        make_shape(Int<kHeadDim>{}, a.sk, a.hkv, a.k_batches),
+                        make_shape(Int<Cfg::kHeadDimV>{}, a.sk, a.hkv, a.k_batches),
                         make_stride(_1{}, a.v_row, fix(a.v_head, a.hkv, a.v_row),
                                     fix(a.v_batch, a.k_batches, a.v_row)));
   SeqLens seqs;
@@ -111,10 +111,14 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 // tile, longest first, unless the plan asked for the persistent grid (short sequences, where
 // per-CTA start-up costs dominate). Causal at d256 stays one CTA per tile: persistent (with N=80
 // tiles) measured 0.67-0.89x of it at 512 to 2k rows (H100).
-template <class Element, int kHeadDim, class Mask, class Mod, class Sinks, class Kv>
+// Dqk = 192 / Dv = 128: two stages of 128 keys (Q 48 KB + 2 x (K 48 KB + V 32 KB) = 208 KB of
+// shared memory); registers as at 128 (O takes Dv/2, S N/2 per thread).
+template <class Element, int kHeadDim, int kHeadDimV, class Mask, class Mod, class Sinks, class Kv>
 Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr bool kCausal = !std::is_same_v<Mask, MaskNone>;
-  using Cfg = FwdConfig<Element, kHeadDim, kCausal>;
+  using Cfg = std::conditional_t<
+      kHeadDim == kHeadDimV, FwdConfig<Element, kHeadDim, kCausal>,
+      FwdConfig<Element, kHeadDim, kCausal, 2, sm90_kv_block(kHeadDim), 2, kHeadDimV>>;
   if constexpr (std::is_same_v<Mask, MaskCausal> && kHeadDim == 128) {
     if (a.persistent)
       return launch_fwd<Cfg, PersistentLongestFirstScheduler, Mask, Mod, Sinks, Kv>(a, stream);
@@ -140,11 +144,12 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 #define ATTNKIT_SM90_POLICIES_paged_causal sm90::MaskCausal, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
 #define ATTNKIT_SM90_POLICIES_paged_local sm90::MaskLocal, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
 
-#define ATTNKIT_DEFINE_SM90_FWD(D, DT, MASK)                                                    \
-  namespace attnkit::gpu {                                                                      \
-  Status sm90_fwd_d##D##_##DT##_##MASK(const Sm90FwdArgs& a, cudaStream_t stream) {             \
-    return sm90::run_fwd<ATTNKIT_SM90_ELEMENT_##DT, D, ATTNKIT_SM90_POLICIES_##MASK>(a, stream); \
-  }                                                                                             \
+#define ATTNKIT_DEFINE_SM90_FWD(D, DT, MASK)                                          \
+  namespace attnkit::gpu {                                                            \
+  Status sm90_fwd_d##D##_##DT##_##MASK(const Sm90FwdArgs& a, cudaStream_t stream) {   \
+    return sm90::run_fwd<ATTNKIT_SM90_ELEMENT_##DT, ATTNKIT_SM90_DIMS_##D,            \
+                         ATTNKIT_SM90_POLICIES_##MASK>(a, stream);                    \
+  }                                                                                   \
   }
 
 #else  // no sm_90a target in this build: the dispatcher never calls these.

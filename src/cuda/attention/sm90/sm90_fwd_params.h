@@ -9,7 +9,7 @@ namespace attnkit::gpu {
 
 // Keys per KV tile of the variants of head dim d (FwdConfig's default): paged K/V runs on sm90
 // only with page sizes that are a multiple of it.
-constexpr int sm90_kv_block(int d) { return d <= 128 ? 128 : 64; }
+constexpr int sm90_kv_block(int d) { return d <= 192 ? 128 : 64; }
 
 struct Sm90FwdArgs {
   // Batched: Q/O [B, Sq, Hq, D], K/V [B, Sk, Hkv, D]. Ragged Q (cu_q): Q/O [total_q, Hq, D], LSE
