@@ -107,8 +107,8 @@ GdnCase gdn_decode(int n) {
 }
 
 bool known_set(const std::string& s) {
-  return s == "default" || s == "fa3" || s == "varlen" || s == "paged" || s == "decode" ||
-         s == "gdn";
+  return s == "default" || s == "fa3" || s == "varlen" || s == "paged" || s == "dims" ||
+         s == "decode" || s == "gdn";
 }
 
 // The GPU shapes, or (gpu = false) much smaller ones that the CPU backend finishes quickly.
@@ -188,6 +188,16 @@ std::vector<Item> shape_set(const std::string& set, bool gpu) {
     ragged.paged = true;
     ragged.page_size = 128;
     A(ragged);
+  } else if (set == "dims") {
+    // The head dims beside 64 / 128 / 256: Dqk 192 / Dv 128 (DeepSeek-style) and 96; 16k tokens,
+    // hidden 2048 by Dqk, causal and not (CPU: 1k tokens).
+    const int64_t s = gpu ? 4096 : 256;
+    for (auto [dqk, dv] : {std::pair{192, 128}, {96, 96}})
+      for (bool causal : {false, true}) {
+        AttnCase c = prefill(4, s, 2048 / dqk, 2048 / dqk, dqk, causal);
+        c.dim_v = dv;
+        A(c);
+      }
   } else if (set == "decode") {
     for (int b : gpu ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 4})
       for (int64_t L : gpu ? std::vector<int64_t>{1024, 8192, 32768} : std::vector<int64_t>{1024, 4096})
@@ -402,11 +412,12 @@ Flags make_flags() {
           "32/8 at 4k and 16k), varlen (8 uneven packed sequences, 16k tokens, GQA 32/8 d128 causal;\n"
           "an equal-length batch, a 1k sliding window, sinks), paged (chunked prefill with a prefix\n"
           "cache: 8 x 2k queries on 8k keys causal, GQA 32/8 d128, contiguous and paged 128/256/64;\n"
-          "4 uneven packed sequences, ragged and paged 128), decode (B 1/16/64 x L 1k/8k/32k,\n"
+          "4 uneven packed sequences, ragged and paged 128), dims (head dims 192/128 and 96, 4 x 4k,\n"
+          "causal and not), decode (B 1/16/64 x L 1k/8k/32k,\n"
           "contiguous and paged 16/64),\n"
           "gdn (T 4k/16k/64k, varlen 8 seqs 32k, decode B 1/32/256).");
   f.add("shapes", FlagType::kString, "default",
-        "default | fa3 | varlen | paged | decode | gdn, or a comma list")
+        "default | fa3 | varlen | paged | dims | decode | gdn, or a comma list")
       .add("backend", FlagType::kString, "auto", "auto | cpu | cuda-portable | cuda-sm90")
       .add("repeats", FlagType::kInt, "", "timed calls per shape; the median is reported "
                                           "[default: 50 on a GPU, 3 on the CPU]")
@@ -441,8 +452,8 @@ int bench_main(const std::vector<std::string>& args) {
     for (const auto& s : sets)
       if (!known_set(s)) {
         std::fprintf(stderr,
-                     "attnkit bench: unknown shape set '%s' (default, fa3, varlen, paged, decode, "
-                     "gdn)\n",
+                     "attnkit bench: unknown shape set '%s' (default, fa3, varlen, paged, dims, "
+                     "decode, gdn)\n",
                      s.c_str());
         return kExitUsage;
       }
