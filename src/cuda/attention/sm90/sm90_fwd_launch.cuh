@@ -68,11 +68,7 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   seqs.cu_k = a.cu_seqlens_k, seqs.cu_k_stride = static_cast<int>(a.cu_k_stride);
   seqs.used_k = a.seqused_k, seqs.used_k_stride = static_cast<int>(a.seqused_k_stride);
   WithVarlen<Sched> sched;
-  // Only ragged Q needs the varlen scheduler's virtual grid. With batched Q every query tile
-  // exists, and per-sequence K lengths (seqused_k, paged caches, ragged K) are read per tile, so
-  // the variant's own scheduler serves them. (Paged causal d128, 8 x 2k queries on 8k keys, H100:
-  // 3.62 ms on the varlen scheduler against 3.27 ms for the same contiguous keys on this one.)
-  sched.use_varlen = seqs.cu_q != nullptr ? 1 : 0;
+  sched.use_varlen = seqs.varlen() ? 1 : 0;
   sched.fixed.num_m_blocks = (a.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   sched.fixed.num_heads = a.hq;
   sched.fixed.num_batch = a.batch;

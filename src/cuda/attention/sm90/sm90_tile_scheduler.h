@@ -18,14 +18,14 @@
 //   first, then batch; rounds alternate direction ("snake": CTA c takes r·grid + c on even rounds,
 //   r·grid + grid-1-c on odd ones), as a plain round robin would give CTA 0 the longest tile of
 //   every round.
-// VarlenScheduler (ragged Q, cu_seqlens_q; K lengths may vary too): persistent,
+// VarlenScheduler (per-sequence lengths: cu_seqlens_q / cu_seqlens_k / seqused_k): persistent,
 //   over a virtual grid of query tiles sized by the longest sequence (tiles past a sequence's end
 //   are skipped by the kernel in a few instructions). Order: heads fastest, then batch, then query
 //   tiles from the last to the first, with snake rounds: the deepest query tiles exist only in the
 //   longest sequences and (causal) see the most keys, so the longest work goes first and the short
 //   tiles fill the end. The lengths live on the device, so no host-side sort is possible.
-// WithVarlen<S>: the scheduler a kernel carries: S for batched Q (whatever K's per-sequence
-//   lengths), VarlenScheduler for ragged Q (a run-time choice: no extra instantiation).
+// WithVarlen<S>: the scheduler a kernel carries: S for batched requests, VarlenScheduler when the
+//   request has per-sequence lengths (a run-time choice: no extra instantiation).
 #pragma once
 
 #include <cstdint>
