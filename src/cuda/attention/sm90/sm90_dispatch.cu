@@ -131,11 +131,12 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
   ATTNKIT_RETURN_IF_ERROR(check_tma_operand(args.q, "q"));
   ATTNKIT_RETURN_IF_ERROR(check_tma_operand(args.k, "k"));
   ATTNKIT_RETURN_IF_ERROR(check_tma_operand(args.v, "v"));
-  // O is written with 4-byte (two-element) stores.
-  if (reinterpret_cast<uintptr_t>(args.o.data) % 4 != 0 || args.o.stride_of(-1) != 1)
-    return no("o must be 4-byte aligned and contiguous along the head dim");
+  // O is written with 16-byte (eight-element) stores.
+  if (reinterpret_cast<uintptr_t>(args.o.data) % 16 != 0 || args.o.stride_of(-1) != 1)
+    return no("o must be 16-byte aligned and contiguous along the head dim");
   for (int i = 0; i + 1 < args.o.ndim; ++i)
-    if (args.o.stride[i] % 2 != 0) return no("o strides must be even");
+    if (args.o.shape[i] > 1 && args.o.stride[i] % 8 != 0)
+      return no("o strides must be multiples of 8 elements (16 bytes)");
   // Index tensors are addressed with int strides (sm90_seqlen.h).
   for (auto [t, name] : {std::pair{&args.cu_seqlens_q, "cu_seqlens_q"},
                          {&args.cu_seqlens_k, "cu_seqlens_k"}, {&args.seqused_k, "seqused_k"}})

@@ -18,7 +18,8 @@
 // named barriers make them take turns issuing GEMMs (ping-pong), so one's softmax overlaps the
 // others' GEMMs. K and V each flow through a PipelineTmaAsync (full barriers carry the TMA
 // transaction bytes, empty barriers the consumers' releases).
-// The epilogue normalises O, writes it with direct stores (rows < Sq only) and writes the LSE.
+// The epilogue normalises O, writes it with direct 16-byte stores (rows < Sq only: a TMA store
+// would clip only at the end of the whole, possibly ragged, tensor) and writes the LSE.
 // Grid: from the scheduler (sm90_tile_scheduler.h): persistent, at most one CTA per SM looping over
 // work tiles (no mask; causal at d64, and at d128 up to 512 query rows), or one CTA per tile,
 // longest first (other causal).
@@ -212,6 +213,38 @@ CUTE_DEVICE float quad_max(float x) {
 CUTE_DEVICE float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// 4x4 transpose of 4-byte words inside each quad of lanes: lane q holds v[k] = element (q, k)
+// before and element (k, q) after. Two exchange rounds (lane q^2, then q^1); the selects route
+// by the lane's bits, so no register is indexed at run time.
+CUTE_DEVICE void quad_transpose(uint32_t (&v)[4], int q) {
+  const bool hi = (q & 2) != 0, odd = (q & 1) != 0;
+  // Keep the half of columns {h, h+1} (h = q & 2), trade the other half with lane q^2.
+  const uint32_t a0 = hi ? v[2] : v[0], a1 = hi ? v[3] : v[1];
+  const uint32_t b0 = __shfl_xor_sync(0xffffffffu, hi ? v[0] : v[2], 2);  // (q^2, h)
+  const uint32_t b1 = __shfl_xor_sync(0xffffffffu, hi ? v[1] : v[3], 2);  // (q^2, h+1)
+  // Keep column q of both rows, trade column q^1 with lane q^1.
+  const uint32_t x0 = odd ? a1 : a0;  // (q, q)
+  const uint32_t x2 = odd ? b1 : b0;  // (q^2, q)
+  const uint32_t x1 = __shfl_xor_sync(0xffffffffu, odd ? a0 : a1, 1);  // (q^1, q)
+  const uint32_t x3 = __shfl_xor_sync(0xffffffffu, odd ? b0 : b1, 1);  // (q^3, q)
+  // x[i] = element (q^i, q); element (k, q) is x[k^q].
+  const uint32_t y0 = odd ? x1 : x0, y1 = odd ? x0 : x1, y2 = odd ? x3 : x2, y3 = odd ? x2 : x3;
+  v[0] = hi ? y2 : y0;
+  v[1] = hi ? y3 : y1;
+  v[2] = hi ? y0 : y2;
+  v[3] = hi ? y1 : y3;
+}
+
+template <class Element>
+CUTE_DEVICE uint32_t pack2(float a, float b) {
+  cutlass::NumericArrayConverter<Element, float, 2> cvt;
+  cutlass::Array<float, 2> v;
+  v[0] = a;
+  v[1] = b;
+  const cutlass::Array<Element, 2> h = cvt(v);
+  return reinterpret_cast<const uint32_t&>(h);
 }
 
 template <class Mask>
@@ -530,7 +563,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       pipe_k.consumer_release(st_k);
       ++st_k;
       if (n == kr.begin) release_q();
-      bool rescale = kr.needs_mask(n) ? softmax(n, cute::true_type{}) : softmax(n, cute::false_type{});
+      if (kr.needs_mask(n)) softmax(n, cute::true_type{});
+      else softmax(n, cute::false_type{});
+      bool rescale = false;  // O is still zero: its correction factors change nothing
       convert_p();
 
       // Steady state: S(n) = Q·K(n)ᵀ and O += P(n+1)·V(n+1) in flight together; the softmax of
@@ -598,22 +633,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
       }
       const int row = row0 + get<0>(cOrc(r, 0));
-      if (row < si.sq) {
-        Element* out = p.o + o_base + row * p.o_row;
+      const bool row_ok = row < si.sq;  // the same for the four lanes of a quad
+      // A quad holds 8 columns of each n8 block of its row, 4 bytes per lane; after a transpose
+      // of four blocks inside the quad each lane stores one block's 16 contiguous bytes, so a
+      // warp's store fills whole 32-byte sectors (4-byte stores filled half of each). The
+      // shuffles run on every lane; only the stores are skipped past Sq.
+      Element* out = p.o + o_base + int64_t{row} * p.o_row;
+      const int q = tidx % 4;
+      static_assert(decltype(size<1>(O))::value % 8 == 0, "O's columns come in groups of four n8 blocks");
+      CUTE_UNROLL
+      for (int g = 0; g < size<1>(O) / 8; ++g) {
+        uint32_t v[4];
         CUTE_UNROLL
-        for (int c = 0; c < size<1>(O); c += 2) {
-          const int col = get<1>(cOrc(r, c));
-          cutlass::NumericArrayConverter<Element, float, 2> cvt;
-          cutlass::Array<float, 2> v;
-          v[0] = O(r, c) * inv;
-          v[1] = O(r, c + 1) * inv;
-          *reinterpret_cast<cutlass::Array<Element, 2>*>(out + col) = cvt(v);
-        }
-        if (p.lse != nullptr && get<1>(cOrc(r, 0)) == 0) {
-          const float lse = empty ? -INFINITY : lse_log2 * kLn2;
-          p.lse[si.q_batch * p.lse_batch + int64_t{si.q_offset + row} * p.lse_row +
-                w.head * p.lse_head] = lse;
-        }
+        for (int k = 0; k < 4; ++k)
+          v[k] = pack2<Element>(O(r, 8 * g + 2 * k) * inv, O(r, 8 * g + 2 * k + 1) * inv);
+        quad_transpose(v, q);
+        // This lane's pair of block 4g sits at column 32g + 2q; block 4g + q starts 6q later.
+        const int col = get<1>(cOrc(r, 8 * g)) + 6 * q;
+        if (row_ok) *reinterpret_cast<uint4*>(out + col) = make_uint4(v[0], v[1], v[2], v[3]);
+      }
+      if (row_ok && p.lse != nullptr && q == 0) {
+        const float lse = empty ? -INFINITY : lse_log2 * kLn2;
+        p.lse[si.q_batch * p.lse_batch + int64_t{si.q_offset + row} * p.lse_row +
+              w.head * p.lse_head] = lse;
       }
     }
   }
