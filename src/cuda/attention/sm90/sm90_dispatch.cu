@@ -13,8 +13,6 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
 #include "cuda/instantiations/sm90_fwd_list.h"
-#include "cuda/instantiations/sm90_exp.h"  // EXPERIMENT
-#include <cstdlib>  // EXPERIMENT
 
 namespace attnkit::detail {
 namespace {
@@ -216,10 +214,6 @@ Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
   DeviceGuard guard(prob.device.index);
   if (!guard.ok()) return Status::Cuda("sm90 attention: cannot select CUDA device " +
                                        std::to_string(prob.device.index));
-  if (const char* e = std::getenv("ATTNKIT_SM90_EXP"); e != nullptr && v->dtype == DType::kBFloat16) {  // EXPERIMENT
-    if (gpu::Sm90ExpFn fn = gpu::sm90_exp_find(e, v->d, v->policies))
-      return fn(g, static_cast<cudaStream_t>(opts.stream));
-  }
   return v->launch(g, static_cast<cudaStream_t>(opts.stream));
 }
 

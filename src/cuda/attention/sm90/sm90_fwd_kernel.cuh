@@ -89,7 +89,6 @@ struct FwdConfig {
   // at 128 (64 at D=256, where Q + 2 stages fill shared memory).
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  static constexpr int kExp = 0;  // EXPERIMENT knobs (temporary): 1 old epilogue, 2 rescale early
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kThreads = 128 + kConsumerThreads;
 
@@ -154,11 +153,6 @@ struct FwdConfig {
   static_assert((65536 / kThreads / 8 * 8 - kProducerRegs) * 128 >=
                     (kConsumerRegs - 65536 / kThreads / 8 * 8) * kConsumerThreads,
                 "the producer must give back at least what the consumers take");
-};
-
-template <class B, int E>
-struct WithExp : B {
-  static constexpr int kExp = E;
 };
 
 // Every shared-memory object of the kernel, each at a compile-time offset. The 128-byte swizzle
@@ -318,7 +312,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     Tensor tVs = tma_v.partition_D(sVt);
 
     PipelineState st = cutlass::make_producer_start_state<Pipeline>();
-    PipelineState st_v = cutlass::make_producer_start_state<Pipeline>();  // EXPERIMENT (kExp & 4)
     int q_loads = 0;
     for (int round = 0;; ++round) {
       const int t = p.sched.tile_index(blockIdx.x, round, gridDim.x);
@@ -348,15 +341,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         Tensor tVg = tma_v.partition_S(local_tile(
             domain_offset(make_coord(_0{}, tile_first_key<kBlockN>(n, si.sk)), mVs),
             typename Cfg::TileVt{}, make_coord(_0{}, _0{})));
-        if constexpr (Cfg::kExp & 4) {
-          pipe_v.producer_acquire(st_v);
-          copy(p.tma_v.with(*pipe_v.producer_get_barrier(st_v)), tVg, tVs(_, _, _, st_v.index()));
-          ++st_v;
-        } else {
-          pipe_v.producer_acquire(st);
-          copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg, tVs(_, _, _, st.index()));
-          ++st;
-        }
+        pipe_v.producer_acquire(st);
+        copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg, tVs(_, _, _, st.index()));
+        ++st;
       };
       int n = kr.end - 1;
       load_k(n);
@@ -366,26 +353,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Barrier::arrive_and_expect_tx(&ss.q_full, Cfg::kBytesQ);
       copy(p.tma_q.with(ss.q_full), tQg, tQs);
       ++q_loads;
-      if constexpr (Cfg::kExp & 4) {
-        // K runs one tile ahead of V, the order the consumers need them in (S(n) with P(n+1)V(n+1)),
-        // so a K load never waits behind the release of a V stage.
-        ++st;
-        for (--n; n >= kr.begin; --n) {
-          load_k(n);
-          ++st;
-          load_v(n + 1);
-        }
-        load_v(kr.begin);
-      } else {
+      load_v(n);
+      for (--n; n >= kr.begin; --n) {
+        load_k(n);
         load_v(n);
-        for (--n; n >= kr.begin; --n) {
-          load_k(n);
-          load_v(n);
-        }
       }
     }
     pipe_k.producer_tail(st);
-    pipe_v.producer_tail(Cfg::kExp & 4 ? st_v : st);
+    pipe_v.producer_tail(st);
     return;
   }
 
@@ -601,7 +576,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         pipe_v.consumer_wait(st_v);
         turn_begin();
         issue_s(st_k.index());
-        if (!(Cfg::kExp & 2) && rescale) rescale_o();
+        if (rescale) rescale_o();
         issue_o(st_v.index());
         turn_end();
         warpgroup_wait<1>();
@@ -615,7 +590,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         pipe_v.consumer_release(st_v);
         ++st_v;
         convert_p();
-        if ((Cfg::kExp & 2) && rescale) rescale_o();
       };
       for (--n; n >= kr.begin && n >= kr.full_end; --n) step(n, cute::true_type{});
       if constexpr (Mask::kLeftEdge) {
@@ -628,7 +602,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // Epilogue of the loop: the last P·V.
       pipe_v.consumer_wait(st_v);
       turn_begin();
-      if (!(Cfg::kExp & 2) && rescale) rescale_o();
+      if (rescale) rescale_o();
       issue_o(st_v.index());
       turn_end();
       warpgroup_wait<0>();
@@ -669,20 +643,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       static_assert(decltype(size<1>(O))::value % 8 == 0, "O's columns come in groups of four n8 blocks");
       CUTE_UNROLL
       for (int g = 0; g < size<1>(O) / 8; ++g) {
-        if constexpr (Cfg::kExp & 1) {
-          if (row_ok) {
-            CUTE_UNROLL
-            for (int k = 0; k < 4; ++k) {
-              const int c2 = get<1>(cOrc(r, 8 * g + 2 * k));
-              cutlass::NumericArrayConverter<Element, float, 2> cvt;
-              cutlass::Array<float, 2> vv;
-              vv[0] = O(r, 8 * g + 2 * k) * inv;
-              vv[1] = O(r, 8 * g + 2 * k + 1) * inv;
-              *reinterpret_cast<cutlass::Array<Element, 2>*>(out + c2) = cvt(vv);
-            }
-          }
-          continue;
-        }
         uint32_t v[4];
         CUTE_UNROLL
         for (int k = 0; k < 4; ++k)
