@@ -17,9 +17,12 @@
 // and the softmax of S(n) runs while the P·V GEMM still works; between the consumer warpgroups,
 // named barriers make them take turns issuing GEMMs (ping-pong), so one's softmax overlaps the
 // others' GEMMs. K and V each flow through a PipelineTmaAsync (full barriers carry the TMA
-// transaction bytes, empty barriers the consumers' releases).
-// The epilogue normalises O, writes it with direct 16-byte stores (rows < Sq only: a TMA store
-// would clip only at the end of the whole, possibly ragged, tensor) and writes the LSE.
+// transaction bytes, empty barriers the consumers' releases); at D=256 the producer issues K one
+// tile ahead of V (FwdConfig::kKvLookahead).
+// The epilogue normalises O, writes it with direct 16-byte stores after a transpose inside each
+// quad of lanes (rows < Sq only: a TMA store would clip only at the end of the whole, possibly
+// ragged, tensor; and no shared memory is free then) and writes the LSE. (The 4-byte stores
+// before it ran 0.88-1.00x as fast, d128/d256 non-causal, H100, same call.)
 // Grid: from the scheduler (sm90_tile_scheduler.h): persistent, at most one CTA per SM looping over
 // work tiles (no mask; causal at d64, and at d128 up to 512 query rows), or one CTA per tile,
 // longest first (other causal).
@@ -84,11 +87,24 @@ struct FwdConfig {
   static constexpr int kBlockM = 64 * kConsumerWGs;
   // KV tile and pipeline depth. Per consumer thread O takes D/2 registers, S N/2 and P N/4.
   // Measured on H100 (FA3 shapes, whole m64nN WGMMAs, same call): N=176 with 2 stages at D=128
-  // ran 0.86-0.98x of N=128 with 3 (non-causal and causal, up to 16k); N=80 at D=256 ran
-  // 1.02-1.08x at 8k-16k non-causal but 0.95-0.98x at 512-1k and for causal, so the tiles stay
-  // at 128 (64 at D=256, where Q + 2 stages fill shared memory).
+  // ran 0.86-0.98x of N=128 with 3 (non-causal and causal, up to 16k); 2 stages of N=128 at
+  // D=128 0.90-0.99x (non-causal); three warpgroups with N=64 and 4 stages at D=128 0.90-1.04x
+  // (geomean 0.98x). At D=256 (Q + 2 stages of N=64 fill shared memory) N=80 with K ahead of V
+  // ran 1.08-1.10x at 8k-16k non-causal but 0.94-1.00x at 512-4k, so the plan picks that
+  // variant for long keys only (sm90_dispatch.cu); without K ahead of V, N=80 lost everywhere.
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  // Where O's rescale runs: inside the ping-pong turn, between issuing Q·Kᵀ and P·V, so its
+  // FMULs run in the shadow of Q·Kᵀ; or (D=128) right after P is converted, outside the turn, so
+  // the other warpgroup's turn comes sooner. Measured on H100 (same call, against the other
+  // placement): after the conversion 1.00-1.06x at D=128 (geomean 1.01x), in the turn
+  // 1.00-1.04x at D=256. D=64 (three warpgroups) was not measured the other way.
+  static constexpr bool kRescaleInTurn = kHeadDim != 128;
+  // The producer issues K one KV tile ahead of V, the order the consumers use them in (S(n) with
+  // P(n+1)·V(n+1)), so a K load never waits for a V stage to free up. With two stages at D=256
+  // that wait left the next K late: 1.02-1.07x at 512-4k non-causal, about 1.0x at 8k-16k, and
+  // 1.00-1.02x causal, measured on H100; at D=64 and D=128 (three stages) it ran 0.97-1.00x.
+  static constexpr bool kKvLookahead = kHeadDim > 128;
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kThreads = 128 + kConsumerThreads;
 
@@ -312,6 +328,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     Tensor tVs = tma_v.partition_D(sVt);
 
     PipelineState st = cutlass::make_producer_start_state<Pipeline>();
+    PipelineState st_v = cutlass::make_producer_start_state<Pipeline>();  // kKvLookahead only
     int q_loads = 0;
     for (int round = 0;; ++round) {
       const int t = p.sched.tile_index(blockIdx.x, round, gridDim.x);
@@ -341,9 +358,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         Tensor tVg = tma_v.partition_S(local_tile(
             domain_offset(make_coord(_0{}, tile_first_key<kBlockN>(n, si.sk)), mVs),
             typename Cfg::TileVt{}, make_coord(_0{}, _0{})));
-        pipe_v.producer_acquire(st);
-        copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg, tVs(_, _, _, st.index()));
-        ++st;
+        PipelineState& sv = Cfg::kKvLookahead ? st_v : st;
+        pipe_v.producer_acquire(sv);
+        copy(p.tma_v.with(*pipe_v.producer_get_barrier(sv)), tVg, tVs(_, _, _, sv.index()));
+        ++sv;
       };
       int n = kr.end - 1;
       load_k(n);
@@ -353,14 +371,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Barrier::arrive_and_expect_tx(&ss.q_full, Cfg::kBytesQ);
       copy(p.tma_q.with(ss.q_full), tQg, tQs);
       ++q_loads;
-      load_v(n);
-      for (--n; n >= kr.begin; --n) {
-        load_k(n);
-        load_v(n);
+      if constexpr (Cfg::kKvLookahead) {
+        // K(n) then V(n+1): K and V keep their own pipeline states.
+        ++st;
+        for (--n; n >= kr.begin; --n) {
+          load_k(n);
+          ++st;
+          load_v(n + 1);
+        }
+        load_v(kr.begin);
+      } else {
+        load_v(n);  // advances st for K and V together
+        for (--n; n >= kr.begin; --n) {
+          load_k(n);
+          load_v(n);
+        }
       }
     }
     pipe_k.producer_tail(st);
-    pipe_v.producer_tail(st);
+    pipe_v.producer_tail(Cfg::kKvLookahead ? st_v : st);
     return;
   }
 
@@ -570,13 +599,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
       // Steady state: S(n) = Q·K(n)ᵀ and O += P(n+1)·V(n+1) in flight together; the softmax of
       // S(n) runs while the P·V GEMM still works. O's rescale for P(n+1) (factors from the
-      // previous softmax) runs in the shadow of the Q·K(n)ᵀ GEMM, before P·V reads O.
+      // previous softmax) runs before P·V reads O: in the shadow of the Q·K(n)ᵀ GEMM, or, at
+      // D=128, already at the end of the previous step (FwdConfig::kRescaleInTurn).
       auto step = [&](int n, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
         pipe_k.consumer_wait(st_k);
         pipe_v.consumer_wait(st_v);
         turn_begin();
         issue_s(st_k.index());
-        if (rescale) rescale_o();
+        if (Cfg::kRescaleInTurn && rescale) rescale_o();
         issue_o(st_v.index());
         turn_end();
         warpgroup_wait<1>();
@@ -590,6 +620,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         pipe_v.consumer_release(st_v);
         ++st_v;
         convert_p();
+        if (!Cfg::kRescaleInTurn && rescale) rescale_o();  // O's last P·V has completed
       };
       for (--n; n >= kr.begin && n >= kr.full_end; --n) step(n, cute::true_type{});
       if constexpr (Mask::kLeftEdge) {
@@ -602,7 +633,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // Epilogue of the loop: the last P·V.
       pipe_v.consumer_wait(st_v);
       turn_begin();
-      if (rescale) rescale_o();
+      if (Cfg::kRescaleInTurn && rescale) rescale_o();
       issue_o(st_v.index());
       turn_end();
       warpgroup_wait<0>();
