@@ -8,8 +8,10 @@
 //                  run time; no score mod, no sinks
 //   local_softcap  local + softcap
 //   local_sinks    local + learned sinks
+//   none_n80       none with 80-key tiles (d256 only): the plan's pick for long keys
 // TUs in this folder: sm90_fwd_d<D>_<dtype>.cu (none, causal) and sm90_fwd_d<D>_<dtype>_local.cu
-// (the three local variants), so the common masks do not wait on the others in a build.
+// (the three local variants), so the common masks do not wait on the others in a build, and
+// sm90_fwd_d256_<dtype>_n80.cu.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,7 +33,9 @@
 #define ATTNKIT_SM90_FWD_LIST(X)  \
   ATTNKIT_SM90_FWD_DTYPES(X, 64)  \
   ATTNKIT_SM90_FWD_DTYPES(X, 128) \
-  ATTNKIT_SM90_FWD_DTYPES(X, 256)
+  ATTNKIT_SM90_FWD_DTYPES(X, 256) \
+  X(256, bf16, none_n80)          \
+  X(256, fp16, none_n80)
 
 namespace attnkit::gpu {
 #define ATTNKIT_DECLARE_SM90_FWD(D, DT, VARIANT) \

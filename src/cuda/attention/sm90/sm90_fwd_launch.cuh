@@ -95,10 +95,13 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 // tile, longest first, unless the plan asked for the persistent grid (short sequences, where
 // per-CTA start-up costs dominate). Causal at d256 stays one CTA per tile: persistent (with N=80
 // tiles) measured 0.67-0.89x of it at 512 to 2k rows (H100).
-template <class Element, int kHeadDim, class Mask, class Mod, class Sinks>
+// kBlockN: the KV tile, 0 for the configuration's default (none_n80 asks for 80, with the
+// default two consumer warpgroups and two stages).
+template <class Element, int kHeadDim, class Mask, class Mod, class Sinks, int kBlockN = 0>
 Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr bool kCausal = !std::is_same_v<Mask, MaskNone>;
-  using Cfg = FwdConfig<Element, kHeadDim, kCausal>;
+  using Cfg = std::conditional_t<kBlockN == 0, FwdConfig<Element, kHeadDim, kCausal>,
+                                 FwdConfig<Element, kHeadDim, kCausal, 2, kBlockN, 2>>;
   if constexpr (std::is_same_v<Mask, MaskCausal> && kHeadDim == 128) {
     if (a.persistent)
       return launch_fwd<Cfg, PersistentLongestFirstScheduler, Mask, Mod, Sinks>(a, stream);
@@ -112,12 +115,13 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 
 #define ATTNKIT_SM90_ELEMENT_bf16 cutlass::bfloat16_t
 #define ATTNKIT_SM90_ELEMENT_fp16 cutlass::half_t
-// Each variant name of sm90_fwd_list.h -> (mask, score mod, sinks) policy types.
+// Each variant name of sm90_fwd_list.h -> (mask, score mod, sinks) policy types [, KV tile].
 #define ATTNKIT_SM90_POLICIES_none sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone
 #define ATTNKIT_SM90_POLICIES_causal sm90::MaskCausal, sm90::ScoreNone, sm90::SinkNone
 #define ATTNKIT_SM90_POLICIES_local sm90::MaskLocal, sm90::ScoreNone, sm90::SinkNone
 #define ATTNKIT_SM90_POLICIES_local_softcap sm90::MaskLocal, sm90::ScoreSoftcap, sm90::SinkNone
 #define ATTNKIT_SM90_POLICIES_local_sinks sm90::MaskLocal, sm90::ScoreNone, sm90::SinkLearned
+#define ATTNKIT_SM90_POLICIES_none_n80 sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, 80
 
 #define ATTNKIT_DEFINE_SM90_FWD(D, DT, MASK)                                                    \
   namespace attnkit::gpu {                                                                      \
