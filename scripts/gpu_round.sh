@@ -19,6 +19,8 @@
 #                      accuracy"); a round that must fit a short time slot can be split, e.g.
 #                      "wheels build" then "test edge bench"
 #   GPU_ROUND_SHAPES   shape sets for the bench phase (default: "default"; all: "default fa3 decode gdn")
+#   GPU_ROUND_BACKEND  attnkit bench --backend for the bench phase (default: auto), e.g.
+#                      cuda-portable to time the portable kernels next to the anchors of the same run
 #   GPU_ROUND_ARCHS    CUDA architectures (default: 90a)
 #   GPU_ROUND_JOBS     build jobs (default: 16)
 #   GPU_ROUND_TEST_TIMEOUT / _EDGE_TIMEOUT / _BENCH_TIMEOUT / _BUILD_TIMEOUT   seconds per phase
@@ -125,7 +127,7 @@ fi
 if want bench; then
   if [ -x "$BIN" ]; then
     phase bench "${GPU_ROUND_BENCH_TIMEOUT:-900}" python3 bench/compare.py --attnkit "$BIN" \
-      --shapes "$(echo "$SHAPES" | tr ' ' ',')" --out "$LOGS/compare"
+      --shapes "$(echo "$SHAPES" | tr ' ' ',')" --backend "${GPU_ROUND_BACKEND:-auto}" --out "$LOGS/compare"
   else
     skip bench "attnkit not built"
   fi

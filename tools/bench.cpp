@@ -1,6 +1,7 @@
 // `attnkit bench`: times attention prefill/decode and Gated DeltaNet prefill/decode on named shape
 // sets, printing a table (and JSON for bench/compare.py). On a GPU: CUDA events, warm-up, median of
-// N repeats, input sets rotated where one would sit in L2. Without one: the CPU reference backend
+// N repeats, each call after an L2 flush as the anchors' do_bench does (gpu.h), input sets rotated
+// where one would sit in L2. Without one: the CPU reference backend
 // on smaller versions of the same sets, timed with std::chrono.
 #include <algorithm>
 #include <chrono>
@@ -405,7 +406,8 @@ Flags make_flags() {
           "and prints: op, shape, kernel chosen, median time, TFLOP/s (attention: 4*D per visible\n"
           "query-key pair per head; GDN: the chunked algorithm's estimate, as fla's) or GB/s (decode:\n"
           "K and V bytes read; GDN decode: state bytes read + written), and a status ('ok' or why the\n"
-          "op did not run). On a GPU: CUDA events after warm-up, inputs rotated where they fit in L2.\n"
+          "op did not run). On a GPU: CUDA events after warm-up, each call after a 256 MB L2 flush (as\n"
+          "the anchors' triton do_bench), inputs rotated where they fit in L2.\n"
           "Without one: the CPU reference backend on smaller shapes.\n"
           "Shape sets: default (prefill 4x4096 h16 d128, paged decode, GDN 16k + decode), fa3 (the\n"
           "FlashAttention-3 paper's: 16k tokens, hidden 2048, d 64/128/256, seqlen 512..16k, plus GQA\n"

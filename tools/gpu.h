@@ -30,7 +30,9 @@ Status synchronize();
 bool context_usable();
 
 // Runs fn `warmup` times, then `repeats` times, each timed with a pair of CUDA events on the
-// default stream; per-call milliseconds go to *ms. Stops at the first failing call.
+// default stream after 256 MB of zeros were written to a scratch buffer (the method of
+// triton.testing.do_bench, which times the anchors); per-call milliseconds go to *ms. Stops at the
+// first failing call.
 Status time_with_events(const std::function<Status(int)>& fn, int warmup, int repeats,
                         std::vector<double>* ms);
 

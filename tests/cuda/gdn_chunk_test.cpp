@@ -1,10 +1,14 @@
 // Gated DeltaNet chunked pipeline on the GPU vs the CPU reference: each stage alone (fed the CPU's
 // own inputs for it, fp32 and bf16 intermediates) and the whole forward (uneven ragged batches, a
 // sequence shorter than a chunk, an empty one, initial/final states, L2 norm, fp16, and a 64k-token
-// sequence with slow gates where error could accumulate). Outputs are poisoned first.
+// sequence with slow gates where error could accumulate), each variant of its fused state/output
+// kernel included. Outputs are poisoned first.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "cuda/gdn_cuda_util.h"
 
@@ -109,6 +113,20 @@ TEST(GdnChunkCuda, ForwardRaggedValidatedIndicesNoInitialState) {
 }
 TEST(GdnChunkCuda, ForwardFp16) {
   run_forward({1, 130, 2, 2, {}, DType::kFloat16, true, true}, 4);
+}
+// The forward's fused state/output kernel comes in variants (on sm_90: WGMMA in clusters of one or
+// two CTAs; elsewhere, or with ATTNKIT_GDN_NO_WGMMA=1: mma.sync); the library picks one, the
+// environment forces each here, on the ragged case with its empty and one-token sequences.
+TEST(GdnChunkCuda, ForwardEachFusedKernelVariant) {
+  const ChunkCase c{1, 480, 2, 4, {0, 37, 37, 300, 301, 480}, DType::kBFloat16, false, true};
+  const std::pair<const char*, const char*> variants[] = {
+      {"ATTNKIT_GDN_CLUSTER", "1"}, {"ATTNKIT_GDN_CLUSTER", "2"}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
+  for (const auto& [name, value] : variants) {
+    SCOPED_TRACE(std::string(name) + "=" + value);
+    setenv(name, value, 1);
+    run_forward(c, 6);
+    unsetenv(name);
+  }
 }
 TEST(GdnChunkCuda, ForwardLongSequenceSlowGates) {
   ChunkCase c{1, 65536, 1, 1, {}, DType::kBFloat16, true, true};

@@ -1,10 +1,11 @@
 // The portable decode kernel (decode_kernel.cuh) and its combine: every head dim on both row
 // counts (16 and 32 rows per KV head), the plain variant the dispatcher picks for unmasked (or
 // one-token causal) decode against the generic one, ragged Q and K, more splits than a warp has
-// lanes, and the requested split count clamped to what the combine takes.
+// lanes, the requested split count clamped to what the combine takes, and the 8-warp tile.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "gpu_attention_util.h"
 
@@ -123,6 +124,44 @@ TEST(PortableDecodeKernel, ManySplits) {
     expect_gpu_matches(r);
     EXPECT_EQ(r.plan.num_splits, splits > 128 ? 128 : splits);
   }
+}
+
+// The plain 16-row head-dim-128 variant runs 8 warps on 64-key stages (decode_key_groups): key
+// counts that end mid-stage and mid-page and one shorter than a stage, contiguous (seqused) and
+// paged KV with pages of 1, 16 and 64 keys, 4 and 16 rows (sinks on the latter); split counts 1,
+// 3 and 16 agree with each other and the reference, and a rerun of the split run is bit-identical.
+TEST(PortableDecodeKernel, EightWarpTile) {
+  uint64_t seed = 2400;
+  for (int ps : {0, 1, 16, 64})
+    for (int sq : {1, 4}) {  // group 4: 4 and 16 rows, both on the 16-row tile
+      AttnCase c = gqa_decode_case(3, sq, 1, ++seed);
+      c.seqlens_k = {1000, 37, 2113};
+      c.kv = ps == 0 ? KvKind::kSeqused : KvKind::kPaged;
+      c.page_size = ps;
+      c.sinks = sq == 4;
+      std::vector<float> first;
+      for (int splits : {1, 3, 16}) {
+        c.num_splits = splits;
+        SCOPED_TRACE(c.str());
+        GpuRun r = run_on_gpu(c);
+        EXPECT_EQ(r.plan.num_splits, splits);
+        EXPECT_TRUE(has(r.plan.kernel, "_decode16")) << r.plan.kernel;
+        EXPECT_TRUE(has(r.plan.kernel, "NoMask_NoScoreMod")) << r.plan.kernel;
+        expect_gpu_matches(r);
+        const std::vector<float> o = read_back(r.dev.o);
+        if (first.empty())
+          first = o;
+        else
+          EXPECT_TRUE(close_to(o, first, gpu_o_tolerance(c.dtype), "O vs 1 split"));
+        if (splits != 16) continue;
+        const auto o1 = bytes_of(r.dev.o), l1 = bytes_of(r.dev.lse);
+        r.dev.poison_outputs();
+        ASSERT_TRUE(attention_forward(r.dev.args(), portable_opts(), &r.plan).ok());
+        testkit::cuda_synchronize();
+        EXPECT_EQ(o1, bytes_of(r.dev.o)) << "rerun O";
+        EXPECT_EQ(l1, bytes_of(r.dev.lse)) << "rerun LSE";
+      }
+    }
 }
 
 }  // namespace

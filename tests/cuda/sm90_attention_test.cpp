@@ -86,6 +86,44 @@ TEST(Sm90Prefill, PersistentGridWithManyTilesPerCta) {
   check_sm90(c);
 }
 
+TEST(Sm90Prefill, WideKvTilesForLongKeysAtD256) {
+  SKIP_UNLESS_HOPPER();
+  // d256 without a mask takes 80-key tiles from 8192 keys on (sm90_dispatch.cu). 8250 and 8200
+  // keys end in a tile that overlaps the one before it; 3 x 48 heads of one query tile each are
+  // more work tiles than an H100 has SMs, so CTAs of the persistent grid walk several.
+  uint64_t seed = 3700;
+  for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+    AttnCase c = sm90_base(1, 300, 8250, ++seed);
+    c.dtype = dt;
+    c.dqk = c.dv = 256;
+    SCOPED_TRACE(c.str());
+    GpuRun r = run_on_gpu(c, sm90_opts());
+    const std::string dtype = dt == DType::kBFloat16 ? "bf16" : "fp16";
+    EXPECT_EQ(r.plan.kernel, "sm90_fwd_d256_" + dtype + "_none_n80");
+    expect_gpu_matches(r);
+  }
+  AttnCase c = sm90_base(3, 17, 8200, ++seed);
+  c.hq = 48;
+  c.hkv = 8;
+  c.dqk = c.dv = 256;
+  {
+    SCOPED_TRACE(c.str());
+    GpuRun r = run_on_gpu(c, sm90_opts());
+    EXPECT_EQ(r.plan.kernel, "sm90_fwd_d256_bf16_none_n80");
+    expect_gpu_matches(r);
+  }
+  // Below 8192 keys, or causal: the 64-key tiles.
+  for (auto [sk, causal] : {std::pair{8191, false}, {8250, true}}) {
+    AttnCase s = sm90_base(1, 100, sk, ++seed);
+    s.dqk = s.dv = 256;
+    if (causal) s.mask = Mask::causal();
+    AttnData d = make_attn_data(s).to(cuda());
+    AttentionPlan plan;
+    ASSERT_TRUE(plan_attention(d.args(), sm90_opts(), &plan).ok());
+    EXPECT_EQ(plan.kernel, causal ? "sm90_fwd_d256_bf16_causal" : "sm90_fwd_d256_bf16_none");
+  }
+}
+
 TEST(Sm90Prefill, GqaRatiosAndBatches) {
   SKIP_UNLESS_HOPPER();
   const int heads[][2] = {{1, 1}, {8, 1}, {7, 7}, {8, 2}, {12, 4}};

@@ -15,4 +15,8 @@ struct SeqLayout;
 ATTNKIT_GDN_DECLARE(bf16)
 ATTNKIT_GDN_DECLARE(fp16)
 #undef ATTNKIT_GDN_DECLARE
+// The fused state/output stage on WGMMA + TMA (state_output_sm90_*.cu): sm_90a builds, sm_90
+// devices; other builds answer Unsupported. The gates must be head-major (g_cum.st == 1).
+Status launch_state_output_sm90_bf16(const StateOutParams&, const SeqLayout&, cudaStream_t);
+Status launch_state_output_sm90_fp16(const StateOutParams&, const SeqLayout&, cudaStream_t);
 }  // namespace attnkit::gdn_cuda

@@ -4,8 +4,10 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
+#include "api/backends.h"
 #include "api/check.h"
 #include "api/gdn_backends.h"
 #include "cuda/common/cuda_check.h"
@@ -192,11 +194,29 @@ Status run_state(DType dt, const gdn_cuda::StateParams& p, const StageCall& c) {
   return dt == DType::kBFloat16 ? gdn_cuda::launch_state_bf16(p, layout(seq, off), s)
                                 : gdn_cuda::launch_state_fp16(p, layout(seq, off), s);
 }
-Status run_state_output(DType dt, const gdn_cuda::StateOutParams& p, const StageCall& c) {
+// The fused state/output kernel on WGMMA + TMA where the build has sm_90a code and the device is
+// an sm_90 one; the mma.sync kernel elsewhere. ATTNKIT_GDN_NO_WGMMA=1 in the environment forces
+// the mma.sync kernel on Hopper too, for side-by-side timings (gdn_bench).
+bool use_sm90_state_output(int device) {
+#if defined(ATTNKIT_HAS_SM90A)
+  CudaDeviceInfo d;
+  if (!cuda_device_info(device, &d).ok() || d.cc_major != 9 || d.cc_minor != 0) return false;
+  const char* no = std::getenv("ATTNKIT_GDN_NO_WGMMA");
+  return no == nullptr || std::string(no) != "1";
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+Status run_state_output(DType dt, const gdn_cuda::StateOutParams& p, const StageCall& c, int device) {
   const gdn_cuda::SeqArgs& seq = c.seq();
   const int32_t* off = c.offsets();
   const cudaStream_t s = c.stream();
   if (seq.N == 0 || p.HV == 0) return Status::Ok();
+  if (use_sm90_state_output(device))
+    return dt == DType::kBFloat16 ? gdn_cuda::launch_state_output_sm90_bf16(p, layout(seq, off), s)
+                                  : gdn_cuda::launch_state_output_sm90_fp16(p, layout(seq, off), s);
   return dt == DType::kBFloat16 ? gdn_cuda::launch_state_output_bf16(p, layout(seq, off), s)
                                 : gdn_cuda::launch_state_output_fp16(p, layout(seq, off), s);
 }
@@ -303,8 +323,9 @@ Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const 
   return run_output(p.dtype, op, call);
 }
 
-// The whole forward: [l2norm] -> fused cumsum/kkt/inverse/W/U/P -> fused state pass + output, with
-// 16-bit W, U and P in scratch (fp32 gates and states); h and V_new never leave the chip.
+// The whole forward: [l2norm] -> fused cumsum/kkt/inverse/W/U/P -> fused state pass + output (the
+// WGMMA/TMA kernel on sm_90, gdn_state_output_sm90.cuh; the mma.sync one elsewhere), with 16-bit
+// W, U and P in scratch (fp32 gates and states); h and V_new never leave the chip.
 Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const ExecOptions& opts) {
   ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_chunk_forward"));
   ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_chunk_forward"));
@@ -319,7 +340,10 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   const size_t e16 = 2;
   const size_t qn_off = p.use_qk_l2norm ? scratch.reserve(BT * p.H * D * e16) : 0;
   const size_t kn_off = p.use_qk_l2norm ? scratch.reserve(BT * p.H * D * e16) : 0;
-  const size_t gc_off = scratch.reserve(BT * p.HV * sizeof(float));
+  // Gates [B, T, HVp], HVp = HV rounded up to 4: 16-byte rows, so the sm90 kernel loads a chunk's
+  // gates as one aligned TMA box of 4 heads x 64 rows.
+  const int64_t HVp = (p.HV + 3) / 4 * 4;
+  const size_t gc_off = scratch.reserve(BT * HVp * sizeof(float));
   const size_t w_off = scratch.reserve(BT * p.HV * D * e16);
   const size_t u_off = scratch.reserve(BT * p.HV * D * e16);
   const size_t p_off = scratch.reserve(BT * p.HV * kGdnChunk * e16);
@@ -343,7 +367,12 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
     q = qn;
     k = kn;
   }
-  const Tok gcum = contiguous(gc_off, p.HV, 0);
+  Tok gcum;
+  gcum.p = scratch.at<char>(gc_off);
+  gcum.dt = 0;
+  gcum.sh = 1;
+  gcum.st = HVp;
+  gcum.sb = p.T * HVp;
   const Tok w = contiguous(w_off, p.HV, qdt), u = contiguous(u_off, p.HV, qdt);
   Tok pm;  // P = tril(Q K^T (.) Gamma), [B, T, HV, 64]
   pm.p = scratch.at<char>(p_off);
@@ -379,7 +408,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   sp.H = ip.H;
   sp.HV = ip.HV;
   sp.scale = p.scale;
-  return run_state_output(p.dtype, sp, call);
+  return run_state_output(p.dtype, sp, call, p.device.index);
 }
 
 Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, const ExecOptions& opts) {

@@ -9,14 +9,15 @@
 //                  run time; no score mod, no sinks
 //   local_softcap  local + softcap
 //   local_sinks    local + learned sinks
+//   none_n80       none with 80-key tiles (d256 only): the plan's pick for long keys
 //   paged_none, paged_causal, paged_local
 //                  none / causal / local over a paged KV cache (page table, seqused_k), whose page
 //                  size is a multiple of the KV tile (sm90_kv_block: 128 keys at D <= 128, 64 at
 //                  256); no score mod, no sinks
 // TUs in this folder: sm90_fwd_d<D>_<dtype>.cu (none, causal), sm90_fwd_d<D>_<dtype>_local.cu
 // (the three local variants) and sm90_fwd_d<D>_<dtype>_paged.cu (the three paged ones), so the
-// common masks do not wait on the others in a build; sm90_fwd_d192_128_<dtype>.cu and
-// sm90_fwd_d96_<dtype>.cu (none, causal). 22 TUs, 56 variants.
+// common masks do not wait on the others in a build; sm90_fwd_d256_<dtype>_n80.cu;
+// sm90_fwd_d192_128_<dtype>.cu and sm90_fwd_d96_<dtype>.cu (none, causal). 24 TUs, 58 variants.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -45,11 +46,13 @@
   X(D, fp16, none)                   \
   X(D, fp16, causal)
 
-#define ATTNKIT_SM90_FWD_LIST(X)       \
-  ATTNKIT_SM90_FWD_DTYPES(X, 64)       \
-  ATTNKIT_SM90_FWD_DTYPES(X, 128)      \
-  ATTNKIT_SM90_FWD_DTYPES(X, 256)      \
-  ATTNKIT_SM90_FWD_PLAIN(X, 192_128)   \
+#define ATTNKIT_SM90_FWD_LIST(X)     \
+  ATTNKIT_SM90_FWD_DTYPES(X, 64)     \
+  ATTNKIT_SM90_FWD_DTYPES(X, 128)    \
+  ATTNKIT_SM90_FWD_DTYPES(X, 256)    \
+  X(256, bf16, none_n80)             \
+  X(256, fp16, none_n80)             \
+  ATTNKIT_SM90_FWD_PLAIN(X, 192_128) \
   ATTNKIT_SM90_FWD_PLAIN(X, 96)
 
 // The D token of a variant -> its (Dqk, Dv).

@@ -70,9 +70,13 @@ struct KvOperand {
     }
   }
   // Page pi of sequence b (paged only), clamped into the pool.
-  __device__ __forceinline__ int page(int b, int pi) const {
-    const int pg = __ldg(page_table + b * pt_batch_stride + pi * pt_col_stride);
-    return min(max(pg, 0), num_pages - 1);
+  __device__ __forceinline__ int page(int b, int pi) const { return clamp_page(page_entry(b, pi)); }
+  // The same in two steps, so that a kernel can issue the read early and clamp where it uses it.
+  __device__ __forceinline__ int page_entry(int b, int pi) const {
+    return __ldg(page_table + b * pt_batch_stride + pi * pt_col_stride);
+  }
+  __device__ __forceinline__ int clamp_page(int entry) const {
+    return min(max(entry, 0), num_pages - 1);
   }
   __device__ __forceinline__ int64_t k_offset(int64_t outer, int row, int head) const {
     return outer * k_outer_stride + row * k_row_stride + head * k_head_stride;

@@ -4,16 +4,17 @@
 // One CTA = one (sequence, KV head, split): its rows are every (query token, query head of the
 // GQA group) pair, row r = token * group + head_in_group, at most 16 * kMT of them, so K and V of
 // the head are read exactly once. Keys stream through a kStages-deep cp.async pipeline of
-// kBlockN-key stages (many small stages keep ~80 KB in flight per CTA and two CTAs fit an SM).
-// The 4 warps split each stage 2 x 2: key half (16 keys each; S = Q K^T is computed by both warps
-// of a key half, which costs nothing on a memory-bound kernel) and Dv half (O += P V), so each
-// warp holds only half of O. At the end the two key halves merge through shared memory and the
-// CTA writes its rows with coalesced stores: O (sinks folded in) without splits, else a
-// normalised fp32 partial O and its natural-log LSE; the last split of the KV head to finish then
-// merges all of them into O (decode_merge.cuh), so no second kernel runs.
+// kBlockN-key stages (35-70 KB in flight per CTA; two CTAs fit an SM).
+// The 2 * kKG warps split each stage kKG x 2: key group (16 keys each; S = Q K^T is computed by
+// both warps of a key group, which costs nothing on a memory-bound kernel) and Dv half
+// (O += P V), so each warp holds only half of O. At the end the key groups merge through shared
+// memory and the CTA writes its rows with coalesced stores: O (sinks folded in) without splits,
+// else a normalised fp32 partial O and its natural-log LSE; the last split of the KV head to
+// finish then merges all of them into O (decode_merge.cuh), so no second kernel runs.
 //
-// Page-table lookups for a stage are made before waiting on the previous stage, so their latency
-// hides behind the wait. Rows with no visible key: O = 0 and LSE = -inf, with or without a sink.
+// Paged KV: the page-table entries of a stage are loaded one loop iteration before its addresses
+// are formed, so a page-table read never stalls the copies behind it. Rows with no visible key:
+// O = 0 and LSE = -inf, with or without a sink.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -32,12 +33,15 @@ namespace attnkit::gpu {
 // 99 KB per-block limit.
 inline constexpr int kDecodeSmemBudget = 96 * 1024;
 
-template <int kDqk_, int kDv_, int kMT_>
+// kKG_: key groups of 16 keys per stage (2: 4 warps, 32-key stages; 4: 8 warps, 64-key stages).
+template <int kDqk_, int kDv_, int kMT_, int kKG_ = 2>
 struct DecodeTile {
-  static constexpr int kDqk = kDqk_, kDv = kDv_, kMT = kMT_;
+  static constexpr int kDqk = kDqk_, kDv = kDv_, kMT = kMT_, kKG = kKG_;
   static constexpr int kRows = 16 * kMT;
-  static constexpr int kWarps = 4, kThreads = 128;
-  static constexpr int kBlockN = 32;       // keys per stage: 16 per key half
+  static constexpr int kWarps = 2 * kKG, kThreads = 32 * kWarps;
+  // Two CTAs per SM (the shared-memory budget's aim): registers are capped to fit them.
+  static constexpr int kCtasPerSm = 2;
+  static constexpr int kBlockN = 16 * kKG;  // keys per stage: 16 per key group
   static constexpr int kDvWarp = kDv / 2;  // O columns per warp
   // Rows padded by 16 bytes: the 8 rows an ldmatrix reads fall in distinct banks.
   static constexpr int kQS = kDqk + 8, kKS = kDqk + 8, kVS = kDv + 8;
@@ -47,35 +51,55 @@ struct DecodeTile {
   static constexpr int kStages = kStagesFit > 8 ? 8 : kStagesFit < 2 ? 2 : kStagesFit;
   static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
   // Q fragments stay in registers when they are at most 32 of them (beside O and the stage
-  // addresses); otherwise ldmatrix re-reads them from shared memory for every stage.
-  static constexpr bool kQInRegs = kMT * kDqk <= 128;
-  // The key-half merge reuses the stages: fp32 O, m and l per key half.
-  static constexpr int kMergeBytes = 2 * kRows * (kDv + 2) * 4;
+  // addresses) and the register cap allows (not at 8 warps x 2 CTAs); otherwise ldmatrix re-reads
+  // them from shared memory for every stage.
+  static constexpr bool kQInRegs = kMT * kDqk <= 128 && kKG == 2;
+  // The key-group merge reuses the stages: fp32 O, m and l per key group.
+  static constexpr int kMergeBytes = kKG * kRows * (kDv + 2) * 4;
   static_assert(kMergeBytes <= kStages * kStageBytes, "merge buffer must fit in the stages");
   static_assert(kDqk % 16 == 0 && kDvWarp % 16 == 0, "head dims: multiples of 16 (Dv of 32)");
   static_assert(kMT == 1 || kMT == 2, "decode tiles hold 16 or 32 rows");
+  static_assert(kKG == 2 || kKG == 4, "decode tiles have 2 or 4 key groups");
+  static_assert(kStagesFit >= 2, "two stages must fit the shared-memory budget");
 };
 
-// Writes rows [0, rows) of the CTA from the merge buffer: out = (O_0 w_0 + O_1 w_1) / l with the
-// two key halves' states, as O (sinks folded in) or as the split's fp32 partial.
+// Key groups of the tile each decode variant runs. 8 warps (4 key groups, 64-key stages: two
+// stages and Q in the 96 KB budget at head dim 128, 116 registers under the 2-CTA cap) were
+// measured on an H100 against the 4-warp tile on every decode bench shape (the plain variant):
+// paged KV up to 6% faster (b1 x 8k page 16: 26.0 vs 27.8 us), contiguous within 1% at
+// b >= 16 x >= 8k and the same at b1 x 8k. The generic variant (it would spill under the cap),
+// other head dims and 32-row tiles keep 4 warps: not measured.
+template <int kDqk, int kDv, int kMT, bool kPlain>
+constexpr int decode_key_groups() {
+  return kPlain && kDqk == 128 && kDv == 128 && kMT == 1 ? 4 : 2;
+}
+
+// Writes rows [0, rows) of the CTA from the merge buffer: out = sum_g O_g w_g / l over the key
+// groups' states, as O (sinks folded in) or as the split's fp32 partial.
 template <class Tile, typename T>
 __device__ __forceinline__ void decode_store(const FwdParams& p, const float* red, int rows,
                                              int b, int hk, int q_start, int split) {
-  constexpr int kDv = Tile::kDv, kRows = Tile::kRows, kC = kDv / 4;
-  const float* red_o = red;                     // [2][kRows][kDv]
-  const float* red_m = red + 2 * kRows * kDv;  // [2][kRows]
-  const float* red_l = red_m + 2 * kRows;       // [2][kRows]
+  constexpr int kDv = Tile::kDv, kRows = Tile::kRows, kC = kDv / 4, kKG = Tile::kKG;
+  const float* red_o = red;                       // [kKG][kRows][kDv]
+  const float* red_m = red + kKG * kRows * kDv;  // [kKG][kRows]
+  const float* red_l = red_m + kKG * kRows;       // [kKG][kRows]
   const bool partial = p.num_splits > 1;
   for (int idx = threadIdx.x; idx < rows * kC; idx += Tile::kThreads) {
     const int rr = idx / kC, c = (idx % kC) * 4;
     int tok, hg;
     p.group.divmod(rr, tok, hg);
     const int head = hk * p.group.d + hg;
-    const float m0 = red_m[rr], m1 = red_m[kRows + rr];
-    const float m = fmaxf(m0, m1);
+    float m = -INFINITY;
+#pragma unroll
+    for (int g = 0; g < kKG; ++g) m = fmaxf(m, red_m[g * kRows + rr]);
     const float m_use = m == -INFINITY ? 0.f : m;
-    const float w0 = exp2f(m0 - m_use), w1 = exp2f(m1 - m_use);
-    float l = red_l[rr] * w0 + red_l[kRows + rr] * w1;
+    float w[kKG];
+    float l = 0.f;
+#pragma unroll
+    for (int g = 0; g < kKG; ++g) {
+      w[g] = exp2f(red_m[g * kRows + rr] - m_use);
+      l += red_l[g * kRows + rr] * w[g];
+    }
     float o_scale, lse;
     if (l == 0.f) {  // no visible key (a sink alone does not count)
       o_scale = 0.f;
@@ -91,11 +115,16 @@ __device__ __forceinline__ void decode_store(const FwdParams& p, const float* re
       o_scale = 1.f / l;
       lse = (m_use + log2f(l)) * kLn2;
     }
-    const float4 a = *reinterpret_cast<const float4*>(red_o + rr * kDv + c);
-    const float4 bq = *reinterpret_cast<const float4*>(red_o + (kRows + rr) * kDv + c);
-    const float s0 = w0 * o_scale, s1 = w1 * o_scale;
-    const float4 o = make_float4(a.x * s0 + bq.x * s1, a.y * s0 + bq.y * s1,
-                                 a.z * s0 + bq.z * s1, a.w * s0 + bq.w * s1);
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int g = 0; g < kKG; ++g) {
+      const float4 a = *reinterpret_cast<const float4*>(red_o + (g * kRows + rr) * kDv + c);
+      const float sg = w[g] * o_scale;
+      o.x += a.x * sg;
+      o.y += a.y * sg;
+      o.z += a.z * sg;
+      o.w += a.w * sg;
+    }
     if (partial) {
       const int64_t flat = p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok
                                                      : int64_t{b} * p.q_rows + tok;
@@ -117,10 +146,11 @@ __device__ __forceinline__ void decode_store(const FwdParams& p, const float* re
 }
 
 template <class Tile, typename T, class Mask, class Mod>
-__global__ void __launch_bounds__(Tile::kThreads)
+__global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     portable_decode_kernel(const __grid_constant__ FwdParams p) {
   constexpr int kDqk = Tile::kDqk, kDv = Tile::kDv, kMT = Tile::kMT, kR = 2 * kMT;
   constexpr int kRows = Tile::kRows, kBlockN = Tile::kBlockN, kStages = Tile::kStages;
+  constexpr int kKG = Tile::kKG;
   constexpr int kThreads = Tile::kThreads, kDvWarp = Tile::kDvWarp;
   constexpr int kQS = Tile::kQS, kKS = Tile::kKS, kVS = Tile::kVS;
 
@@ -130,7 +160,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
   T* sV = sK + kStages * kBlockN * kKS;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int kh = warp & 1, dh = warp >> 1;  // key half, Dv half
+  const int kh = warp % kKG, dh = warp / kKG;  // key group, Dv half
   // grid: x = split * kv_heads + kv head (heads of one key range run side by side), y = sequence
   const int hk = blockIdx.x % p.hkv, split = blockIdx.x / p.hkv;
   const int b = blockIdx.y;
@@ -206,7 +236,11 @@ __global__ void __launch_bounds__(Tile::kThreads)
   // thread's chunks has a fixed offset within a block and a block adds j0 rows; computed once here,
   // that leaves a compare and an add per copy. (Paged KV looks each key row's page up.)
   const bool paged = p.kv.kind == KvKind::kPaged;
-  int64_t k_rel[kKPer], v_rel[kVPer];
+  // When kThreads is a multiple of the chunks per row, a thread's chunks sit at a fixed row step
+  // (same column): one offset and one step then replace the array, registers the 8-warp tile needs.
+  constexpr bool kKStep = kThreads % kKC == 0, kVStep = kThreads % kVC == 0;
+  int64_t k_rel[kKStep ? 1 : kKPer], v_rel[kVStep ? 1 : kVPer];
+  int64_t k_step = 0, v_step = 0;
   {
     int64_t k_seq = 0, v_seq = 0;
     if (!paged) {
@@ -217,49 +251,56 @@ __global__ void __launch_bounds__(Tile::kThreads)
       v_seq = p.kv.v_offset(outer, r0, hk);
     }
 #pragma unroll
-    for (int i = 0; i < kKPer; ++i) {
+    for (int i = 0; i < (kKStep ? 1 : kKPer); ++i) {
       const int c = tid + i * kThreads;
       k_rel[i] = k_seq + (c / kKC) * p.kv.k_row_stride + (c % kKC) * 8;
     }
 #pragma unroll
-    for (int i = 0; i < kVPer; ++i) {
+    for (int i = 0; i < (kVStep ? 1 : kVPer); ++i) {
       const int c = tid + i * kThreads;
       v_rel[i] = v_seq + (c / kVC) * p.kv.v_row_stride + (c % kVC) * 8;
     }
+    if constexpr (kKStep) k_step = (kThreads / kKC) * p.kv.k_row_stride;
+    if constexpr (kVStep) v_step = (kThreads / kVC) * p.kv.v_row_stride;
   }
-  // Element offsets of this thread's chunks for block n (-1: past the sequence end).
-  auto locate_block = [&](int n_block, int64_t(&k_off)[kKPer], int64_t(&v_off)[kVPer]) {
+  // Paged KV: the raw page-table entry of each of this thread's chunks of block n, K's then
+  // (when they cover other rows) V's. Loaded an iteration before locate_block uses them, so the
+  // read's latency never delays the copies. Threads of a warp mostly read the same entries.
+  constexpr bool kSameRows = kKC == kVC;
+  constexpr int kPgPer = kSameRows ? kKPer : kKPer + kVPer;
+  auto fetch_pages = [&](int n_block, int(&pg)[kPgPer]) {
+    const int j0 = n_block * kBlockN;
+#pragma unroll
+    for (int i = 0; i < kPgPer; ++i) {
+      const bool is_k = i < kKPer;
+      const int kc = is_k ? kKC : kVC;
+      const int c = tid + (is_k ? i : i - kKPer) * kThreads;
+      const int j = j0 + c / kc;
+      pg[i] = c < kBlockN * kc && j < sk ? p.kv.page_entry(b, p.kv.page_size.div(j)) : 0;
+    }
+  };
+  // Element offsets of this thread's chunks for block n (-1: past the sequence end); pg_in: the
+  // block's page-table entries (paged only).
+  auto locate_block = [&](int n_block, const int(&pg_in)[kPgPer], int64_t(&k_off)[kKPer],
+                          int64_t(&v_off)[kVPer]) {
     const int j0 = n_block * kBlockN;
     if (!paged) {
       const int64_t k_blk = int64_t{j0} * p.kv.k_row_stride, v_blk = int64_t{j0} * p.kv.v_row_stride;
 #pragma unroll
       for (int i = 0; i < kKPer; ++i) {
         const int c = tid + i * kThreads;
-        k_off[i] = c < kBlockN * kKC && j0 + c / kKC < sk ? k_rel[i] + k_blk : -1;
+        const int64_t rel = kKStep ? k_rel[0] + i * k_step : k_rel[kKStep ? 0 : i];
+        k_off[i] = c < kBlockN * kKC && j0 + c / kKC < sk ? rel + k_blk : -1;
       }
 #pragma unroll
       for (int i = 0; i < kVPer; ++i) {
         const int c = tid + i * kThreads;
-        v_off[i] = c < kBlockN * kVC && j0 + c / kVC < sk ? v_rel[i] + v_blk : -1;
+        const int64_t rel = kVStep ? v_rel[0] + i * v_step : v_rel[kVStep ? 0 : i];
+        v_off[i] = c < kBlockN * kVC && j0 + c / kVC < sk ? rel + v_blk : -1;
       }
       return;
     }
-    // Paged: a thread's chunks walk down the block's rows in order, so consecutive chunks often
-    // share a page (all of them when the page holds the whole block): each page is read once, and
-    // K and V share the reads when their chunks cover the same rows.
-    constexpr bool kSameRows = kKC == kVC;
-    int last_pi = -1;
-    int64_t k_page = 0, v_page = 0;
-    auto page_of = [&](int j, int& r) {
-      int pi;
-      p.kv.page_size.divmod(j, pi, r);
-      if (pi != last_pi) {
-        const int64_t pg = p.kv.page(b, pi);
-        k_page = pg * p.kv.k_outer_stride + int64_t{hk} * p.kv.k_head_stride;
-        v_page = pg * p.kv.v_outer_stride + int64_t{hk} * p.kv.v_head_stride;
-        last_pi = pi;
-      }
-    };
+    // Paged: the page-table entries were fetched an iteration earlier (fetch_pages).
 #pragma unroll
     for (int i = 0; i < kKPer; ++i) {
       const int c = tid + i * kThreads;
@@ -267,23 +308,26 @@ __global__ void __launch_bounds__(Tile::kThreads)
       k_off[i] = -1;
       if constexpr (kSameRows) v_off[i] = -1;
       if (c < kBlockN * kKC && j < sk) {
-        int r;
-        page_of(j, r);
-        k_off[i] = k_page + int64_t{r} * p.kv.k_row_stride + col;
-        if constexpr (kSameRows) v_off[i] = v_page + int64_t{r} * p.kv.v_row_stride + col;
+        const int r = j - p.kv.page_size.div(j) * p.kv.page_size.d;
+        const int64_t pg = p.kv.clamp_page(pg_in[i]);
+        k_off[i] = pg * p.kv.k_outer_stride + int64_t{hk} * p.kv.k_head_stride +
+                   int64_t{r} * p.kv.k_row_stride + col;
+        if constexpr (kSameRows)
+          v_off[i] = pg * p.kv.v_outer_stride + int64_t{hk} * p.kv.v_head_stride +
+                     int64_t{r} * p.kv.v_row_stride + col;
       }
     }
     if constexpr (!kSameRows) {
-      last_pi = -1;
 #pragma unroll
       for (int i = 0; i < kVPer; ++i) {
         const int c = tid + i * kThreads;
         const int j = j0 + c / kVC, col = (c % kVC) * 8;
         v_off[i] = -1;
         if (c < kBlockN * kVC && j < sk) {
-          int r;
-          page_of(j, r);
-          v_off[i] = v_page + int64_t{r} * p.kv.v_row_stride + col;
+          const int r = j - p.kv.page_size.div(j) * p.kv.page_size.d;
+          const int64_t pg = p.kv.clamp_page(pg_in[kKPer + i]);
+          v_off[i] = pg * p.kv.v_outer_stride + int64_t{hk} * p.kv.v_head_stride +
+                     int64_t{r} * p.kv.v_row_stride + col;
         }
       }
     }
@@ -311,20 +355,34 @@ __global__ void __launch_bounds__(Tile::kThreads)
     }
   };
 
+  // pg_next: the page-table entries of the next block to locate (paged only).
+  int pg_next[kPgPer];
+#pragma unroll
+  for (int i = 0; i < kPgPer; ++i) pg_next[i] = 0;
   {
-    // All page-table reads of the prologue first, so that they overlap instead of each one
-    // delaying its stage's copies.
-    int64_t pk[kStages - 1][kKPer], pv[kStages - 1][kVPer];
+    // All page-table reads of the prologue (and the first loop iteration's) first, so that they
+    // overlap instead of each one delaying its stage's copies.
+    int pg[kStages - 1][kPgPer];
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s)
-      if (s < n_tiles) locate_block(n_begin + s, pk[s], pv[s]);
+#pragma unroll
+      for (int i = 0; i < kPgPer; ++i) pg[s][i] = 0;
+    if (paged) {
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s)
+        if (s < n_tiles) fetch_pages(n_begin + s, pg[s]);
+      if (kStages - 1 < n_tiles) fetch_pages(n_begin + kStages - 1, pg_next);
+    }
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < n_tiles) issue_block(s, pk[s], pv[s]);
+      if (s < n_tiles) {
+        int64_t pk[kKPer], pv[kVPer];
+        locate_block(n_begin + s, pg[s], pk, pv);
+        issue_block(s, pk, pv);
+      }
       cp_async_commit();  // group 0 also carries Q
     }
   }
-  int64_t k_off[kKPer], v_off[kVPer];
 
   float acc[kMT][kDvWarp / 8][4];
   float m_run[kR], l_run[kR];
@@ -354,13 +412,17 @@ __global__ void __launch_bounds__(Tile::kThreads)
 
   for (int t = 0; t < n_tiles; ++t) {
     const int t_next = t + kStages - 1;
-    // Addresses (and page-table reads) of the block loaded below, before the wait so that their
-    // latency overlaps it.
-    if (t_next < n_tiles) locate_block(n_begin + t_next, k_off, v_off);
     cp_async_wait<kStages - 2>();
     __syncthreads();
-    // The stage refilled here was last read in iteration t - 1, which every thread has left.
-    if (t_next < n_tiles) issue_block(t_next % kStages, k_off, v_off);
+    // The stage refilled here was last read in iteration t - 1, which every thread has left. Its
+    // page-table entries were read an iteration ago; the next block's are read now, and this
+    // iteration's compute hides their latency.
+    if (t_next < n_tiles) {
+      int64_t k_off[kKPer], v_off[kVPer];
+      locate_block(n_begin + t_next, pg_next, k_off, v_off);
+      issue_block(t_next % kStages, k_off, v_off);
+    }
+    if (paged && t_next + 1 < n_tiles) fetch_pages(n_begin + t_next + 1, pg_next);
     cp_async_commit();
     if constexpr (Tile::kQInRegs) {
       if (t == 0) {
@@ -465,11 +527,11 @@ __global__ void __launch_bounds__(Tile::kThreads)
   cp_async_wait<0>();  // nothing may still be landing in shared memory
   __syncthreads();     // every warp is done with the stages, which the merge reuses
 
-  // ---- merge the key halves through shared memory, then store
+  // ---- merge the key groups through shared memory, then store
   float* red = reinterpret_cast<float*>(sK);
-  float* red_o = red;                     // [2][kRows][kDv]
-  float* red_m = red + 2 * kRows * kDv;  // [2][kRows]
-  float* red_l = red_m + 2 * kRows;       // [2][kRows]
+  float* red_o = red;                       // [kKG][kRows][kDv]
+  float* red_m = red + kKG * kRows * kDv;  // [kKG][kRows]
+  float* red_l = red_m + kKG * kRows;       // [kKG][kRows]
 #pragma unroll
   for (int i = 0; i < kR; ++i) {
     const int mt = i / 2, h = i % 2;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "attnkit/status.h"
 #include "cuda/attention/portable/decode_kernel.cuh"
@@ -89,7 +90,10 @@ Status launch_portable_decode(const FwdParams& p, void* stream) {
   namespace attnkit::gpu {                                                                      \
   Status ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,          \
                                                                    void* stream) {             \
-    return launch_portable_decode<DecodeTile<DQK, DV, (ROWS) / 16>,                             \
-                                  ATTNKIT_PORTABLE_DECODE_CTYPE_##DT, MASK, MOD>(p, stream);    \
+    constexpr int kMT = (ROWS) / 16;                                                            \
+    constexpr bool kPlain = std::is_same_v<MASK, NoMask> && std::is_same_v<MOD, NoScoreMod>;   \
+    using Tile = DecodeTile<DQK, DV, kMT, decode_key_groups<DQK, DV, kMT, kPlain>()>;           \
+    using CT = ATTNKIT_PORTABLE_DECODE_CTYPE_##DT;                                              \
+    return launch_portable_decode<Tile, CT, MASK, MOD>(p, stream);                              \
   }                                                                                             \
   }

@@ -19,7 +19,7 @@ int plan_num_splits(const PlanInput& in);
 struct DecodePlanInput {
   int batch = 0, hkv = 0;
   int max_seqlen_k = 0;
-  int block_n = 32;     // keys per pipeline stage of the decode kernel
+  int block_n = 32;     // split granularity in keys (a 4-warp tile's stage; 8-warp tiles: 64)
   int ctas_per_sm = 2;  // decode CTAs resident per SM
   int sm_count = 1;
   int requested_splits = 0;  // AttentionArgs::num_splits: 0 = decide here

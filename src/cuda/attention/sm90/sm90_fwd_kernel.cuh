@@ -17,8 +17,12 @@
 // and the softmax of S(n) runs while the P·V GEMM still works; between the consumer warpgroups,
 // named barriers make them take turns issuing GEMMs (ping-pong), so one's softmax overlaps the
 // others' GEMMs. K and V each flow through a PipelineTmaAsync (full barriers carry the TMA
-// transaction bytes, empty barriers the consumers' releases).
-// The epilogue normalises O, writes it with direct stores (rows < Sq only) and writes the LSE.
+// transaction bytes, empty barriers the consumers' releases); at D=256 the producer issues K one
+// tile ahead of V (FwdConfig::kKvLookahead).
+// The epilogue normalises O, writes it with direct 16-byte stores after a transpose inside each
+// quad of lanes (rows < Sq only: a TMA store would clip only at the end of the whole, possibly
+// ragged, tensor; and no shared memory is free then) and writes the LSE. (The 4-byte stores
+// before it ran 0.88-1.00x as fast, d128/d256 non-causal, H100, same call.)
 // Grid: from the scheduler (sm90_tile_scheduler.h): persistent, at most one CTA per SM looping over
 // work tiles (no mask; causal at d64, and at d128 up to 512 query rows), or one CTA per tile,
 // longest first (other causal).
@@ -90,11 +94,24 @@ struct FwdConfig {
   static constexpr int kBlockM = 64 * kConsumerWGs;
   // KV tile and pipeline depth. Per consumer thread O takes D/2 registers, S N/2 and P N/4.
   // Measured on H100 (FA3 shapes, whole m64nN WGMMAs, same call): N=176 with 2 stages at D=128
-  // ran 0.86-0.98x of N=128 with 3 (non-causal and causal, up to 16k); N=80 at D=256 ran
-  // 1.02-1.08x at 8k-16k non-causal but 0.95-0.98x at 512-1k and for causal, so the tiles stay
-  // at 128 (64 at D=256, where Q + 2 stages fill shared memory).
+  // ran 0.86-0.98x of N=128 with 3 (non-causal and causal, up to 16k); 2 stages of N=128 at
+  // D=128 0.90-0.99x (non-causal); three warpgroups with N=64 and 4 stages at D=128 0.90-1.04x
+  // (geomean 0.98x). At D=256 (Q + 2 stages of N=64 fill shared memory) N=80 with K ahead of V
+  // ran 1.08-1.10x at 8k-16k non-causal but 0.94-1.00x at 512-4k, so the plan picks that
+  // variant for long keys only (sm90_dispatch.cu); without K ahead of V, N=80 lost everywhere.
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  // Where O's rescale runs: inside the ping-pong turn, between issuing Q·Kᵀ and P·V, so its
+  // FMULs run in the shadow of Q·Kᵀ; or (D=128) right after P is converted, outside the turn, so
+  // the other warpgroup's turn comes sooner. Measured on H100 (same call, against the other
+  // placement): after the conversion 1.00-1.06x at D=128 (geomean 1.01x), in the turn
+  // 1.00-1.04x at D=256. D=64 (three warpgroups) was not measured the other way.
+  static constexpr bool kRescaleInTurn = kHeadDim != 128;
+  // The producer issues K one KV tile ahead of V, the order the consumers use them in (S(n) with
+  // P(n+1)·V(n+1)), so a K load never waits for a V stage to free up. With two stages at D=256
+  // that wait left the next K late: 1.02-1.07x at 512-4k non-causal, about 1.0x at 8k-16k, and
+  // 1.00-1.02x causal, measured on H100; at D=64 and D=128 (three stages) it ran 0.97-1.00x.
+  static constexpr bool kKvLookahead = kHeadDim > 128;
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kThreads = 128 + kConsumerThreads;
 
@@ -228,6 +245,38 @@ CUTE_DEVICE float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// 4x4 transpose of 4-byte words inside each quad of lanes: lane q holds v[k] = element (q, k)
+// before and element (k, q) after. Two exchange rounds (lane q^2, then q^1); the selects route
+// by the lane's bits, so no register is indexed at run time.
+CUTE_DEVICE void quad_transpose(uint32_t (&v)[4], int q) {
+  const bool hi = (q & 2) != 0, odd = (q & 1) != 0;
+  // Keep the half of columns {h, h+1} (h = q & 2), trade the other half with lane q^2.
+  const uint32_t a0 = hi ? v[2] : v[0], a1 = hi ? v[3] : v[1];
+  const uint32_t b0 = __shfl_xor_sync(0xffffffffu, hi ? v[0] : v[2], 2);  // (q^2, h)
+  const uint32_t b1 = __shfl_xor_sync(0xffffffffu, hi ? v[1] : v[3], 2);  // (q^2, h+1)
+  // Keep column q of both rows, trade column q^1 with lane q^1.
+  const uint32_t x0 = odd ? a1 : a0;  // (q, q)
+  const uint32_t x2 = odd ? b1 : b0;  // (q^2, q)
+  const uint32_t x1 = __shfl_xor_sync(0xffffffffu, odd ? a0 : a1, 1);  // (q^1, q)
+  const uint32_t x3 = __shfl_xor_sync(0xffffffffu, odd ? b0 : b1, 1);  // (q^3, q)
+  // x[i] = element (q^i, q); element (k, q) is x[k^q].
+  const uint32_t y0 = odd ? x1 : x0, y1 = odd ? x0 : x1, y2 = odd ? x3 : x2, y3 = odd ? x2 : x3;
+  v[0] = hi ? y2 : y0;
+  v[1] = hi ? y3 : y1;
+  v[2] = hi ? y0 : y2;
+  v[3] = hi ? y1 : y3;
+}
+
+template <class Element>
+CUTE_DEVICE uint32_t pack2(float a, float b) {
+  cutlass::NumericArrayConverter<Element, float, 2> cvt;
+  cutlass::Array<float, 2> v;
+  v[0] = a;
+  v[1] = b;
+  const cutlass::Array<Element, 2> h = cvt(v);
+  return reinterpret_cast<const uint32_t&>(h);
+}
+
 template <class Mask>
 CUTE_DEVICE Mask make_mask(const MaskLocal& m) {
   if constexpr (std::is_same_v<Mask, MaskLocal>) return m;
@@ -296,6 +345,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     Tensor tVs = tma_v.partition_D(sVt);
 
     PipelineState st = cutlass::make_producer_start_state<Pipeline>();
+    PipelineState st_v = cutlass::make_producer_start_state<Pipeline>();  // kKvLookahead only
     int q_loads = 0;
     for (int round = 0;; ++round) {
       const int t = p.sched.tile_index(blockIdx.x, round, gridDim.x);
@@ -326,9 +376,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         Tensor tVg = tma_v.partition_S(local_tile(
             domain_offset(make_coord(_0{}, c.row), mVt(_, _, kv_head, c.outer)),
             typename Cfg::TileVt{}, make_coord(_0{}, _0{})));
-        pipe_v.producer_acquire(st);
-        copy(p.tma_v.with(*pipe_v.producer_get_barrier(st)), tVg, tVs(_, _, _, st.index()));
-        ++st;
+        PipelineState& sv = Cfg::kKvLookahead ? st_v : st;
+        pipe_v.producer_acquire(sv);
+        copy(p.tma_v.with(*pipe_v.producer_get_barrier(sv)), tVg, tVs(_, _, _, sv.index()));
+        ++sv;
       };
       int n = kr.end - 1;
       KvTileCoord c = coord(n);
@@ -339,15 +390,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Barrier::arrive_and_expect_tx(&ss.q_full, Cfg::kBytesQ);
       copy(p.tma_q.with(ss.q_full), tQg, tQs);
       ++q_loads;
-      load_v(c);
-      for (--n; n >= kr.begin; --n) {
-        c = coord(n);
-        load_k(c);
-        load_v(c);
+      if constexpr (Cfg::kKvLookahead) {
+        // K(n) then V(n+1): K and V keep their own pipeline states. (V's coordinates are asked
+        // for again rather than kept: the producer has no registers to spare.)
+        ++st;
+        for (--n; n >= kr.begin; --n) {
+          load_k(coord(n));
+          ++st;
+          load_v(coord(n + 1));
+        }
+        load_v(coord(kr.begin));
+      } else {
+        load_v(c);  // advances st for K and V together
+        for (--n; n >= kr.begin; --n) {
+          c = coord(n);
+          load_k(c);
+          load_v(c);
+        }
       }
     }
     pipe_k.producer_tail(st);
-    pipe_v.producer_tail(st);
+    pipe_v.producer_tail(Cfg::kKvLookahead ? st_v : st);
     return;
   }
 
@@ -550,18 +613,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       pipe_k.consumer_release(st_k);
       ++st_k;
       if (n == kr.begin) release_q();
-      bool rescale = kr.needs_mask(n) ? softmax(n, cute::true_type{}) : softmax(n, cute::false_type{});
+      if (kr.needs_mask(n)) softmax(n, cute::true_type{});
+      else softmax(n, cute::false_type{});
+      bool rescale = false;  // O is still zero: its correction factors change nothing
       convert_p();
 
       // Steady state: S(n) = Q·K(n)ᵀ and O += P(n+1)·V(n+1) in flight together; the softmax of
       // S(n) runs while the P·V GEMM still works. O's rescale for P(n+1) (factors from the
-      // previous softmax) runs in the shadow of the Q·K(n)ᵀ GEMM, before P·V reads O.
+      // previous softmax) runs before P·V reads O: in the shadow of the Q·K(n)ᵀ GEMM, or, at
+      // D=128, already at the end of the previous step (FwdConfig::kRescaleInTurn).
       auto step = [&](int n, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
         pipe_k.consumer_wait(st_k);
         pipe_v.consumer_wait(st_v);
         turn_begin();
         issue_s(st_k.index());
-        if (rescale) rescale_o();
+        if (Cfg::kRescaleInTurn && rescale) rescale_o();
         issue_o(st_v.index());
         turn_end();
         warpgroup_wait<1>();
@@ -575,6 +641,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         pipe_v.consumer_release(st_v);
         ++st_v;
         convert_p();
+        if (!Cfg::kRescaleInTurn && rescale) rescale_o();  // O's last P·V has completed
       };
       for (--n; n >= kr.begin && n >= kr.full_end; --n) step(n, cute::true_type{});
       if constexpr (Mask::kLeftEdge) {
@@ -587,7 +654,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // Epilogue of the loop: the last P·V.
       pipe_v.consumer_wait(st_v);
       turn_begin();
-      if (rescale) rescale_o();
+      if (Cfg::kRescaleInTurn && rescale) rescale_o();
       issue_o(st_v.index());
       turn_end();
       warpgroup_wait<0>();
@@ -618,22 +685,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
       }
       const int row = row0 + get<0>(cOrc(r, 0));
-      if (row < si.sq) {
-        Element* out = p.o + o_base + row * p.o_row;
+      const bool row_ok = row < si.sq;  // the same for the four lanes of a quad
+      // A quad holds 8 columns of each n8 block of its row, 4 bytes per lane; after a transpose
+      // of four blocks inside the quad each lane stores one block's 16 contiguous bytes, so a
+      // warp's store fills whole 32-byte sectors (4-byte stores filled half of each). The
+      // shuffles run on every lane; only the stores are skipped past Sq.
+      Element* out = p.o + o_base + int64_t{row} * p.o_row;
+      const int q = tidx % 4;
+      static_assert(decltype(size<1>(O))::value % 8 == 0, "O's columns come in groups of four n8 blocks");
+      CUTE_UNROLL
+      for (int g = 0; g < size<1>(O) / 8; ++g) {
+        uint32_t v[4];
         CUTE_UNROLL
-        for (int c = 0; c < size<1>(O); c += 2) {
-          const int col = get<1>(cOrc(r, c));
-          cutlass::NumericArrayConverter<Element, float, 2> cvt;
-          cutlass::Array<float, 2> v;
-          v[0] = O(r, c) * inv;
-          v[1] = O(r, c + 1) * inv;
-          *reinterpret_cast<cutlass::Array<Element, 2>*>(out + col) = cvt(v);
-        }
-        if (p.lse != nullptr && get<1>(cOrc(r, 0)) == 0) {
-          const float lse = empty ? -INFINITY : lse_log2 * kLn2;
-          p.lse[si.q_batch * p.lse_batch + int64_t{si.q_offset + row} * p.lse_row +
-                w.head * p.lse_head] = lse;
-        }
+        for (int k = 0; k < 4; ++k)
+          v[k] = pack2<Element>(O(r, 8 * g + 2 * k) * inv, O(r, 8 * g + 2 * k + 1) * inv);
+        quad_transpose(v, q);
+        // This lane's pair of block 4g sits at column 32g + 2q; block 4g + q starts 6q later.
+        const int col = get<1>(cOrc(r, 8 * g)) + 6 * q;
+        if (row_ok) *reinterpret_cast<uint4*>(out + col) = make_uint4(v[0], v[1], v[2], v[3]);
+      }
+      if (row_ok && p.lse != nullptr && q == 0) {
+        const float lse = empty ? -INFINITY : lse_log2 * kLn2;
+        p.lse[si.q_batch * p.lse_batch + int64_t{si.q_offset + row} * p.lse_row +
+              w.head * p.lse_head] = lse;
       }
     }
   }

@@ -111,14 +111,19 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 // tile, longest first, unless the plan asked for the persistent grid (short sequences, where
 // per-CTA start-up costs dominate). Causal at d256 stays one CTA per tile: persistent (with N=80
 // tiles) measured 0.67-0.89x of it at 512 to 2k rows (H100).
-// Dqk = 192 / Dv = 128: two stages of 128 keys (Q 48 KB + 2 x (K 48 KB + V 32 KB) = 208 KB of
-// shared memory); registers as at 128 (O takes Dv/2, S N/2 per thread).
-template <class Element, int kHeadDim, int kHeadDimV, class Mask, class Mod, class Sinks, class Kv>
+// kBlockN: the KV tile, 0 for the configuration's default (none_n80 asks for 80, with the
+// default two consumer warpgroups and two stages). Dqk = 192 / Dv = 128: two stages of 128 keys
+// (Q 48 KB + 2 x (K 48 KB + V 32 KB) = 208 KB of shared memory); registers as at 128 (O takes
+// Dv/2, S N/2 per thread).
+template <class Element, int kHeadDim, int kHeadDimV, class Mask, class Mod, class Sinks, class Kv,
+          int kBlockN = 0>
 Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr bool kCausal = !std::is_same_v<Mask, MaskNone>;
   using Cfg = std::conditional_t<
-      kHeadDim == kHeadDimV, FwdConfig<Element, kHeadDim, kCausal>,
-      FwdConfig<Element, kHeadDim, kCausal, 2, sm90_kv_block(kHeadDim), 2, kHeadDimV>>;
+      kHeadDim != kHeadDimV,
+      FwdConfig<Element, kHeadDim, kCausal, 2, sm90_kv_block(kHeadDim), 2, kHeadDimV>,
+      std::conditional_t<kBlockN == 0, FwdConfig<Element, kHeadDim, kCausal>,
+                         FwdConfig<Element, kHeadDim, kCausal, 2, kBlockN, 2>>>;
   if constexpr (std::is_same_v<Mask, MaskCausal> && kHeadDim == 128) {
     if (a.persistent)
       return launch_fwd<Cfg, PersistentLongestFirstScheduler, Mask, Mod, Sinks, Kv>(a, stream);
@@ -143,6 +148,8 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 #define ATTNKIT_SM90_POLICIES_paged_none sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
 #define ATTNKIT_SM90_POLICIES_paged_causal sm90::MaskCausal, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
 #define ATTNKIT_SM90_POLICIES_paged_local sm90::MaskLocal, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
+#define ATTNKIT_SM90_POLICIES_none_n80 \
+  sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous, 80
 
 #define ATTNKIT_DEFINE_SM90_FWD(D, DT, MASK)                                          \
   namespace attnkit::gpu {                                                            \

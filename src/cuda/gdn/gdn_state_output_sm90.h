@@ -1,0 +1,20 @@
+// The WGMMA/TMA fused state/output variants (one translation unit each, sm_90a builds only) and
+// how many of their clusters fit on the current device.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "attnkit/status.h"
+#include "cuda/gdn/gdn_kernels.h"
+
+namespace attnkit::gdn_cuda {
+struct SeqLayout;
+#define ATTNKIT_GDN_SO_SM90_DECLARE(DT, C)                                                         \
+  Status so_sm90_launch_##DT##_c##C(const StateOutParams&, const SeqLayout&, cudaStream_t);        \
+  Status so_sm90_fit_##DT##_c##C(int* clusters);
+ATTNKIT_GDN_SO_SM90_DECLARE(bf16, 1)
+ATTNKIT_GDN_SO_SM90_DECLARE(bf16, 2)
+ATTNKIT_GDN_SO_SM90_DECLARE(fp16, 1)
+ATTNKIT_GDN_SO_SM90_DECLARE(fp16, 2)
+#undef ATTNKIT_GDN_SO_SM90_DECLARE
+}  // namespace attnkit::gdn_cuda

@@ -1,0 +1,4 @@
+// Hopper prefill, head dim 256, bf16, no mask, 80-key tiles (see sm90_fwd_list.h).
+#include "cuda/attention/sm90/sm90_fwd_launch.cuh"
+
+ATTNKIT_DEFINE_SM90_FWD(256, bf16, none_n80)
