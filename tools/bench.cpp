@@ -108,7 +108,8 @@ GdnCase gdn_decode(int n) {
 }
 
 bool known_set(const std::string& s) {
-  return s == "default" || s == "fa3" || s == "varlen" || s == "decode" || s == "gdn";
+  return s == "default" || s == "fa3" || s == "varlen" || s == "paged" || s == "dims" ||
+         s == "decode" || s == "gdn";
 }
 
 // The GPU shapes, or (gpu = false) much smaller ones that the CPU backend finishes quickly.
@@ -166,6 +167,38 @@ std::vector<Item> shape_set(const std::string& set, bool gpu) {
       if (variant == 2) c.sinks = true;
       A(c);
     }
+  } else if (set == "paged") {
+    // Chunked prefill with a prefix cache (inference engines): each sequence's new queries attend
+    // causally to its cached prefix and to themselves. GQA 32/8 d128 bf16. The same keys
+    // contiguous, then in a paged cache of 128 / 256 / 64-key pages; 4 uneven sequences, packed
+    // (ragged KV) and paged 128. (CPU: 1/8 of the lengths.)
+    const int64_t div = gpu ? 1 : 8;
+    AttnCase even = prefill(8, 2048 / div, 32, 8, 128, true);
+    even.seqlen_k = 8192 / div;
+    A(even);
+    for (int ps : {128, 256, 64}) {
+      AttnCase c = even;
+      c.paged = true;
+      c.page_size = ps;
+      A(c);
+    }
+    AttnCase ragged = prefill(1, 0, 32, 8, 128, true);
+    for (int64_t q : {1000, 2048, 300, 4000}) ragged.varlen_q.push_back(q / div);
+    for (int64_t k : {5000, 2048, 9000, 4000}) ragged.varlen_k.push_back(k / div);
+    A(ragged);
+    ragged.paged = true;
+    ragged.page_size = 128;
+    A(ragged);
+  } else if (set == "dims") {
+    // The head dims beside 64 / 128 / 256: Dqk 192 / Dv 128 (DeepSeek-style) and 96; 16k tokens,
+    // hidden 2048 by Dqk, causal and not (CPU: 1k tokens).
+    const int64_t s = gpu ? 4096 : 256;
+    for (auto [dqk, dv] : {std::pair{192, 128}, {96, 96}})
+      for (bool causal : {false, true}) {
+        AttnCase c = prefill(4, s, 2048 / dqk, 2048 / dqk, dqk, causal);
+        c.dim_v = dv;
+        A(c);
+      }
   } else if (set == "decode") {
     for (int b : gpu ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 4})
       for (int64_t L : gpu ? std::vector<int64_t>{1024, 8192, 32768} : std::vector<int64_t>{1024, 4096})
@@ -379,10 +412,14 @@ Flags make_flags() {
           "Shape sets: default (prefill 4x4096 h16 d128, paged decode, GDN 16k + decode), fa3 (the\n"
           "FlashAttention-3 paper's: 16k tokens, hidden 2048, d 64/128/256, seqlen 512..16k, plus GQA\n"
           "32/8 at 4k and 16k), varlen (8 uneven packed sequences, 16k tokens, GQA 32/8 d128 causal;\n"
-          "an equal-length batch, a 1k sliding window, sinks), decode (B 1/16/64 x L 1k/8k/32k,\n"
+          "an equal-length batch, a 1k sliding window, sinks), paged (chunked prefill with a prefix\n"
+          "cache: 8 x 2k queries on 8k keys causal, GQA 32/8 d128, contiguous and paged 128/256/64;\n"
+          "4 uneven packed sequences, ragged and paged 128), dims (head dims 192/128 and 96, 4 x 4k,\n"
+          "causal and not), decode (B 1/16/64 x L 1k/8k/32k,\n"
           "contiguous and paged 16/64),\n"
           "gdn (T 4k/16k/64k, varlen 8 seqs 32k, decode B 1/32/256).");
-  f.add("shapes", FlagType::kString, "default", "default | fa3 | varlen | decode | gdn, or a comma list")
+  f.add("shapes", FlagType::kString, "default",
+        "default | fa3 | varlen | paged | dims | decode | gdn, or a comma list")
       .add("backend", FlagType::kString, "auto", "auto | cpu | cuda-portable | cuda-sm90")
       .add("repeats", FlagType::kInt, "", "timed calls per shape; the median is reported "
                                           "[default: 50 on a GPU, 3 on the CPU]")
@@ -416,7 +453,9 @@ int bench_main(const std::vector<std::string>& args) {
       if (!s.empty()) sets.push_back(s);
     for (const auto& s : sets)
       if (!known_set(s)) {
-        std::fprintf(stderr, "attnkit bench: unknown shape set '%s' (default, fa3, decode, gdn)\n",
+        std::fprintf(stderr,
+                     "attnkit bench: unknown shape set '%s' (default, fa3, varlen, paged, dims, "
+                     "decode, gdn)\n",
                      s.c_str());
         return kExitUsage;
       }

@@ -192,14 +192,25 @@ TEST(Sm90Prefill, RefusesWhatItDoesNotServe) {
     edit(c);
     cases.push_back({what, c});
   };
-  // (Ragged Q / K, seqused_k, window / chunked masks, softcap and sinks run on sm90: see
-  // sm90_features_test.cpp.)
-  add("paged kv", [](AttnCase& c) { c.kv = KvKind::kPaged; });
+  // (Ragged Q / K, seqused_k, window / chunked masks, softcap and sinks, head dims 192/128 and 96
+  // with no mask or causal run on sm90: see sm90_features_test.cpp; paged KV with page sizes that
+  // are a multiple of the KV tile: sm90_paged_test.cpp.)
+  add("paged kv, page size 16", [](AttnCase& c) { c.kv = KvKind::kPaged; });
+  add("paged kv with sinks", [](AttnCase& c) {
+    c.kv = KvKind::kPaged;
+    c.page_size = 128;
+    c.sinks = true;
+  });
   add("alibi", [](AttnCase& c) { c.alibi = true; });
   add("softcap with sinks", [](AttnCase& c) { c.softcap = 30.f; c.sinks = true; });
   add("negative scale", [](AttnCase& c) { c.scale = -0.1f; });
-  add("dqk != dv", [](AttnCase& c) { c.dqk = 192; c.dv = 128; });
-  add("head dim 96", [](AttnCase& c) { c.dqk = c.dv = 96; });
+  add("dqk 192 / dv 128 with a window", [](AttnCase& c) {
+    c.dqk = 192;
+    c.dv = 128;
+    c.mask = Mask::sliding_window(30, 0);
+  });
+  add("head dim 96 with softcap", [](AttnCase& c) { c.dqk = c.dv = 96; c.softcap = 30.f; });
+  add("head dim 192", [](AttnCase& c) { c.dqk = c.dv = 192; });
   add("splits", [](AttnCase& c) { c.num_splits = 2; });
   add("decode", [](AttnCase& c) { c.seqlens_q = {1, 1}; });
   for (const Case& k : cases) {

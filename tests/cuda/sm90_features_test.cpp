@@ -2,8 +2,9 @@
 // checked to run the sm90 variant they should (never a silent portable fallback): ragged Q / K
 // (cu_seqlens) and seqused_k with uneven lengths (zero-length sequences, lengths off the tile
 // grid), unused K/V rows full of NaN that must never be read, sliding-window and chunked masks
-// with Sq != Sk, softcap, learned sinks; bf16 / fp16, head dims 64 / 128 / 256. Outputs are
-// poisoned (NaN) before each run, so an unwritten element fails. Skipped on non-Hopper GPUs.
+// with Sq != Sk, softcap, learned sinks; bf16 / fp16, head dims 64 / 128 / 256 (and 192 / 128, 96
+// with no mask and causal). Outputs are poisoned (NaN) before each run, so an unwritten element
+// fails. Skipped on non-Hopper GPUs.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -25,7 +26,9 @@ std::string expected_kernel(const AttnCase& c) {
                   : (c.mask.window_left < 0 && c.mask.window_right == 0 && c.mask.chunk_size == 0)
                       ? "causal"
                       : "local";
-  return "sm90_fwd_d" + std::to_string(c.dqk) + "_" +
+  const std::string dims =
+      std::to_string(c.dqk) + (c.dqk == c.dv ? "" : "_" + std::to_string(c.dv));
+  return "sm90_fwd_d" + dims + "_" +
          (c.dtype == DType::kBFloat16 ? "bf16" : "fp16") + "_" + v;
 }
 
@@ -243,6 +246,47 @@ TEST(Sm90ScoreMods, LearnedSinks) {
   c.seqlens_k = {0, 10, 333};
   c.mask = Mask::causal();
   check_sm90(c);
+}
+
+TEST(Sm90HeadDims, Dqk192Dv128And96) {
+  SKIP_UNLESS_HOPPER();
+  // Built for no mask and causal: batched with Sq != Sk (rows with no visible key), and ragged Q
+  // over seqused_k / ragged K with NaN in every unused K/V row.
+  uint64_t seed = 19200;
+  for (auto [dqk, dv] : {std::pair{192, 128}, {96, 96}})
+    for (DType dt : {DType::kBFloat16, DType::kFloat16})
+      for (bool causal : {false, true}) {
+        for (auto [sq, sk] : {std::pair{300, 517}, {600, 250}}) {
+          AttnCase c = sm90_base(2, sq, sk, ++seed);
+          c.dqk = dqk;
+          c.dv = dv;
+          c.dtype = dt;
+          if (causal) c.mask = Mask::causal();
+          check_sm90(c);
+        }
+        for (KvKind kv : {KvKind::kSeqused, KvKind::kRagged}) {
+          AttnCase c = sm90_base(4, 0, 0, ++seed);
+          c.ragged_q = true;
+          c.kv = kv;
+          c.seqlens_q = {400, 0, 33, 260};
+          c.seqlens_k = {400, 50, 0, 701};
+          c.dqk = dqk;
+          c.dv = dv;
+          c.dtype = dt;
+          if (causal) c.mask = Mask::causal();
+          check_sm90(c, /*poison_unused=*/true);
+        }
+      }
+  // Other masks at these head dims are not built: forced sm90 says so.
+  AttnCase c = sm90_base(1, 200, 200, ++seed);
+  c.dqk = 192;
+  c.dv = 128;
+  c.mask = Mask::sliding_window(50, 0);
+  AttnData dev = make_attn_data(c).to(cuda());
+  AttentionPlan plan;
+  const Status st = plan_attention(dev.args(), sm90_opts(), &plan);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("no mask and causal only"), std::string::npos) << st.message();
 }
 
 TEST(Sm90Varlen, RerunsAreBitIdentical) {

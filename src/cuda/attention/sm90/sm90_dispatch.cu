@@ -20,7 +20,7 @@ namespace {
 using gpu::Sm90FwdArgs;
 
 struct Variant {
-  int d;
+  int dqk, dv;
   DType dtype;
   const char* policies;  // the variant's name in sm90_fwd_list.h: none, causal, local, ...
   const char* name;
@@ -30,7 +30,8 @@ struct Variant {
 constexpr DType dtype_of(const char* t) { return t[0] == 'b' ? DType::kBFloat16 : DType::kFloat16; }
 
 #define ATTNKIT_SM90_VARIANT_ROW(D, DT, VARIANT)                              \
-  Variant{D, dtype_of(#DT), #VARIANT, "sm90_fwd_d" #D "_" #DT "_" #VARIANT, \
+  Variant{ATTNKIT_SM90_DIMS_##D, dtype_of(#DT), #VARIANT,                       \
+          "sm90_fwd_d" #D "_" #DT "_" #VARIANT,                               \
           &gpu::sm90_fwd_d##D##_##DT##_##VARIANT},
 constexpr Variant kVariants[] = {ATTNKIT_SM90_FWD_LIST(ATTNKIT_SM90_VARIANT_ROW)};
 #undef ATTNKIT_SM90_VARIANT_ROW
@@ -39,10 +40,16 @@ bool is_causal(const Mask& m) {
   return m.window_left < 0 && m.window_right == 0 && m.chunk_size == 0;
 }
 
-// The policies a request needs (nullptr: none built, softcap together with sinks). The dedicated
-// none / causal variants serve those masks when nothing else is asked for; any other mask, or a
-// score mod or sinks, goes to the run-time-mask variants.
+// The policies a request needs (nullptr: none built, softcap together with sinks, or either with
+// paged K/V). The dedicated none / causal variants serve those masks when nothing else is asked
+// for; any other mask, or a score mod or sinks, goes to the run-time-mask variants.
 const char* policies_for(const AttnProblem& prob) {
+  if (prob.kv == KvLayout::kPaged) {
+    if (prob.softcap > 0.f || prob.has_sinks) return nullptr;
+    if (prob.mask.is_none()) return "paged_none";
+    if (is_causal(prob.mask)) return "paged_causal";
+    return "paged_local";
+  }
   if (prob.softcap > 0.f && prob.has_sinks) return nullptr;
   if (prob.softcap > 0.f) return "local_softcap";
   if (prob.has_sinks) return "local_sinks";
@@ -67,7 +74,8 @@ const Variant* find_variant(const AttnProblem& prob) {
   std::string pol = base;
   if (pol == "none" && wide_tile(prob)) pol = "none_n80";
   for (const Variant& v : kVariants)
-    if (v.d == prob.dqk && v.dtype == prob.dtype && v.policies == pol) return &v;
+    if (v.dqk == prob.dqk && v.dv == prob.dv && v.dtype == prob.dtype && v.policies == pol)
+      return &v;
   return nullptr;
 }
 
@@ -114,10 +122,31 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
   auto no = [](const std::string& why) { return Status::Unsupported("sm90 attention: " + why); };
   if (prob.dtype != DType::kBFloat16 && prob.dtype != DType::kFloat16)
     return no(std::string("supports bf16 and fp16, not ") + to_string(prob.dtype));
-  if (prob.dqk != prob.dv) return no("needs Dqk == Dv");
-  if (prob.dqk != 64 && prob.dqk != 128 && prob.dqk != 256)
-    return no("head dim " + std::to_string(prob.dqk) + " not built (64, 128, 256)");
-  if (prob.kv == KvLayout::kPaged) return no("paged K/V is not supported yet");
+  const bool square = prob.dqk == prob.dv;
+  if (!(square && (prob.dqk == 64 || prob.dqk == 96 || prob.dqk == 128 || prob.dqk == 256)) &&
+      !(prob.dqk == 192 && prob.dv == 128))
+    return no("head dims " + std::to_string(prob.dqk) + "/" + std::to_string(prob.dv) +
+              " not built (64, 96, 128, 256 and 192/128)");
+  // 192/128 and 96 have the none and causal variants only (sm90_fwd_list.h).
+  if ((!square || prob.dqk == 96) &&
+      (!(prob.mask.is_none() || is_causal(prob.mask)) || prob.softcap > 0.f || prob.has_sinks ||
+       prob.kv == KvLayout::kPaged))
+    return no("head dims 192/128 and 96 are built for no mask and causal only (contiguous or "
+              "ragged K/V, no softcap or sinks)");
+  if (prob.kv == KvLayout::kPaged) {
+    // TMA loads whole KV tiles, each from one page (sm90_kv.h).
+    const int block = gpu::sm90_kv_block(prob.dqk);
+    if (prob.page_size() % block != 0)
+      return no("paged K/V needs a page size that is a multiple of the KV tile (" +
+                std::to_string(block) + " keys at head dim " + std::to_string(prob.dqk) +
+                "), not " + std::to_string(prob.page_size()));
+    if (prob.softcap > 0.f || prob.has_sinks)
+      return no("paged K/V with softcap or sinks is not built (paged with any mask is)");
+    if (prob.num_pages < 1 || prob.num_pages >= (int64_t{1} << 31))
+      return no("paged K/V needs between 1 and 2^31 - 1 pages");
+    if (prob.max_pages * prob.page_size() >= (int64_t{1} << 30))
+      return no("paged K/V: max_pages x page_size must stay below 2^30");
+  }
   if (prob.has_alibi) return no("ALiBi is not supported yet");
   if (prob.softcap > 0.f && prob.has_sinks)
     return no("softcap together with learned sinks is not built (either alone is)");
@@ -198,6 +227,14 @@ Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
   g.sk = static_cast<int>(prob.k_rows);
   g.q_batches = qd ? prob.batch : 1;
   g.k_batches = kd ? prob.batch : 1;
+  if (prob.kv == KvLayout::kPaged) {
+    // TMA's batch dim is the page (Sm90FwdArgs): k / v _batch are already the page strides.
+    g.k_batches = static_cast<int>(prob.num_pages);
+    g.page_table = static_cast<const int32_t*>(a.page_table.data);
+    g.pt_batch_stride = a.page_table.stride[0];
+    g.pt_col_stride = a.page_table.stride[1];
+    g.max_pages = static_cast<int>(prob.max_pages);
+  }
   g.max_seqlen_q = prob.q_ragged ? prob.max_seqlen_q : static_cast<int>(prob.q_rows);
   g.hq = prob.hq;
   g.hkv = prob.hkv;

@@ -39,6 +39,8 @@
 // tile of a sequence is loaded so that it ends at the sequence's last key (rows from sk - N, the
 // overlap with the tile before it masked): a V row past the sequence end is never read, since
 // 0 x NaN would poison P·V where such a row is an unfilled cache slot.
+// Where a K / V tile is read from (contiguous or ragged rows, or a page of a paged cache) is the KV
+// policy's (sm90_kv.h), which the producer alone asks.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -61,6 +63,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/attention/sm90/sm90_fwd_params.h"
+#include "cuda/attention/sm90/sm90_kv.h"
 #include "cuda/attention/sm90/sm90_mask.h"
 #include "cuda/attention/sm90/sm90_score_mod.h"
 #include "cuda/attention/sm90/sm90_seqlen.h"
@@ -76,11 +80,14 @@ using namespace cute;
 // each one's softmax then has two other warpgroups' GEMMs to hide behind.
 // Measured on H100 (FA3 shapes, same run): D=64 with three warpgroups ran 1.01-1.26x faster than
 // with two (least at 512 tokens, 1.14-1.26x from 2k up), causal or not.
+// kHeadDim is Q's and K's head dim, kHeadDimV V's and O's (192 / 128: DeepSeek-style heads).
 template <class Element_, int kHeadDim_, bool kCausal_, int kConsumerWGs_ = kHeadDim_ == 64 ? 3 : 2,
-          int kBlockN_ = kHeadDim_ <= 128 ? 128 : 64, int kStages_ = kHeadDim_ <= 128 ? 3 : 2>
+          int kBlockN_ = sm90_kv_block(kHeadDim_), int kStages_ = kHeadDim_ <= 128 ? 3 : 2,
+          int kHeadDimV_ = kHeadDim_>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kHeadDimV = kHeadDimV_;
   static constexpr bool kCausal = kCausal_;
   static constexpr int kConsumerWGs = kConsumerWGs_;
   static_assert(kConsumerWGs == 2 || kConsumerWGs == 3);
@@ -110,26 +117,31 @@ struct FwdConfig {
 
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileK = Shape<Int<kBlockN>, Int<kHeadDim>>;
-  using TileVt = Shape<Int<kHeadDim>, Int<kBlockN>>;
+  using TileVt = Shape<Int<kHeadDimV>, Int<kBlockN>>;
   using TileS = Shape<Int<kBlockM>, Int<kBlockN>>;
-  using TileO = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  using TileO = Shape<Int<kBlockM>, Int<kHeadDimV>>;
 
   // Q and K: rows of D contiguous (K-major for S = Q·Kᵀ). V is viewed transposed, (D, keys) with D
   // contiguous, which is the MN-major B operand of O = P·V; TMA writes it in that layout directly.
-  using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, TileQ{}));
+  // The widest swizzle whose atom (64 16-bit elements for 128 bytes, 32 for 64) divides the head
+  // dim: 128-byte at 64 / 128 / 192 / 256, 64-byte at 96.
+  using AtomK = std::conditional_t<kHeadDim % 64 == 0, GMMA::Layout_K_SW128_Atom<Element>,
+                                   GMMA::Layout_K_SW64_Atom<Element>>;
+  using AtomVt = std::conditional_t<kHeadDimV % 64 == 0, GMMA::Layout_MN_SW128_Atom<Element>,
+                                    GMMA::Layout_MN_SW64_Atom<Element>>;
+  static_assert(kHeadDim % 32 == 0 && kHeadDimV % 32 == 0, "head dims are multiples of 32");
+  using SmemLayoutQ = decltype(tile_to_shape(AtomK{}, TileQ{}));
   using SmemLayoutK = decltype(tile_to_shape(
-      GMMA::Layout_K_SW128_Atom<Element>{},
-      make_shape(Int<kBlockN>{}, Int<kHeadDim>{}, Int<kStages>{})));
+      AtomK{}, make_shape(Int<kBlockN>{}, Int<kHeadDim>{}, Int<kStages>{})));
   using SmemLayoutVt = decltype(tile_to_shape(
-      GMMA::Layout_MN_SW128_Atom<Element>{},
-      make_shape(Int<kHeadDim>{}, Int<kBlockN>{}, Int<kStages>{})));
+      AtomVt{}, make_shape(Int<kHeadDimV>{}, Int<kBlockN>{}, Int<kStages>{})));
 
   // Warpgroups stacked along M: thread t of the consumers works on rows 64*(t/128)..+63.
   using TiledMmaS = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
       Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
   using TiledMmaO = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>,
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDimV>, Int<kBlockN>>,
                            GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<Int<kConsumerWGs>, _1, _1>>{}));
 
@@ -137,7 +149,7 @@ struct FwdConfig {
   // for V. Strides in elements; the head dim is contiguous.
   using ShapeRows = Shape<int32_t, Int<kHeadDim>, int32_t, int32_t>;
   using StrideRows = Stride<int64_t, _1, int64_t, int64_t>;
-  using ShapeVt = Shape<Int<kHeadDim>, int32_t, int32_t, int32_t>;
+  using ShapeVt = Shape<Int<kHeadDimV>, int32_t, int32_t, int32_t>;
   using StrideVt = Stride<_1, int64_t, int64_t, int64_t>;
 
   using TmaQ = decltype(make_tma_copy(
@@ -157,7 +169,8 @@ struct FwdConfig {
   using PipelineState = typename Pipeline::PipelineState;
 
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
-  static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesK = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesV = kBlockN * kHeadDimV * sizeof(Element);
 
   // setmaxnreg budgets. The CTA keeps the registers it was launched with (65536 / kThreads per
   // thread, rounded down to 8: 168 or 128); what the producer gives back must cover what the
@@ -189,7 +202,7 @@ struct SharedStorage {
   CUTE_DEVICE auto tensor_vt() { return make_tensor(make_smem_ptr(v.data()), typename Cfg::SmemLayoutVt{}); }
 };
 
-template <class Cfg, class Sched>
+template <class Cfg, class Sched, class Kv>
 struct FwdKernelParams {
   typename Cfg::TmaQ tma_q;
   typename Cfg::TmaK tma_k;
@@ -198,7 +211,7 @@ struct FwdKernelParams {
   int64_t o_batch, o_row, o_head;
   float* lse;
   int64_t lse_batch, lse_row, lse_head;
-  int q_batches, k_batches;  // TMA batch extents (1 for ragged tensors)
+  int q_batches, k_batches;  // TMA batch extents (1 for ragged tensors; paged K/V: the pages)
   int hq, hkv, group;
   WithVarlen<Sched> sched;
   int pingpong;  // 1: the consumer warpgroups take turns issuing GEMMs
@@ -208,6 +221,7 @@ struct FwdKernelParams {
   float softcap;
   const float* sinks;  // SinkLearned only
   int64_t sinks_stride;
+  Kv kv;  // KV operand policy (sm90_kv.h): contiguous or paged
 };
 
 // Named barriers (user ids, CUTLASS adds its reserved count) for the consumers' ping-pong.
@@ -275,12 +289,13 @@ CUTE_DEVICE int tile_first_key(int n, int sk) {
   return min(n * kBlockN, sk - kBlockN);
 }
 
-template <class Cfg, class Sched, class Mask, class Mod, class Sinks>
+template <class Cfg, class Sched, class Mask, class Mod, class Sinks, class Kv>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    sm90_fwd_kernel(const __grid_constant__ FwdKernelParams<Cfg, Sched> p) {
+    sm90_fwd_kernel(const __grid_constant__ FwdKernelParams<Cfg, Sched, Kv> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Element = typename Cfg::Element;
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kD = Cfg::kHeadDim;
+  constexpr int kDv = Cfg::kHeadDimV;
   using Pipeline = typename Cfg::Pipeline;
   using PipelineState = typename Cfg::PipelineState;
 
@@ -297,8 +312,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   pp.role = warp_group == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pp.is_leader = threadIdx.x == 0;
   pp.num_consumers = Cfg::kConsumerThreads;
-  pp.transaction_bytes = Cfg::kBytesKV;
+  pp.transaction_bytes = Cfg::kBytesK;
   Pipeline pipe_k(ss.pipe_k, pp, Shape<_1, _1, _1>{});
+  pp.transaction_bytes = Cfg::kBytesV;
   Pipeline pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
   if (threadIdx.x == 0) {
     Barrier::init(&ss.q_full, 1);
@@ -318,8 +334,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (threadIdx.x != 0) return;
 
     Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.seqs.q_rows, Int<kD>{}, p.hq, p.q_batches));
-    Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.seqs.k_rows, Int<kD>{}, p.hkv, p.k_batches));
-    Tensor mVt = p.tma_v.get_tma_tensor(make_shape(Int<kD>{}, p.seqs.k_rows, p.hkv, p.k_batches));
+    const int kv_rows = p.kv.tma_rows(p.seqs.k_rows);  // paged: one page's (sm90_kv.h)
+    Tensor mK = p.tma_k.get_tma_tensor(make_shape(kv_rows, Int<kD>{}, p.hkv, p.k_batches));
+    Tensor mVt = p.tma_v.get_tma_tensor(make_shape(Int<kDv>{}, kv_rows, p.hkv, p.k_batches));
     auto tma_q = p.tma_q.get_slice(0);
     auto tma_k = p.tma_k.get_slice(0);
     auto tma_v = p.tma_v.get_slice(0);
@@ -341,22 +358,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const int kv_head = w.head / p.group;
       Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, w.head, si.q_batch)),
                              typename Cfg::TileQ{}, make_coord(w.m_block, _0{}));
-      Tensor mKs = domain_offset(make_coord(si.k_offset, _0{}), mK(_, _, kv_head, si.kv_batch));
-      Tensor mVs = domain_offset(make_coord(_0{}, si.k_offset), mVt(_, _, kv_head, si.kv_batch));
       Tensor tQg = tma_q.partition_S(gQ);
-      // K then V of KV tile n; the tile's first (last-in-sequence) K is followed by its Q. (The
-      // first tile is peeled off the loop so that Q's coordinates are not live through it: the
-      // producer has 24 registers at D >= 128.)
-      auto load_k = [&](int n) CUTLASS_LAMBDA_FUNC_INLINE {
+      // K then V of KV tile n, at the coordinates the KV policy gives; the tile's first
+      // (last-in-sequence) K is followed by its Q. (The first tile is peeled off the loop so that
+      // Q's coordinates are not live through it: the producer has 24 registers at D >= 128.)
+      auto coord = [&](int n) CUTLASS_LAMBDA_FUNC_INLINE {
+        return p.kv.template tile<kBlockN>(si, tile_first_key<kBlockN>(n, si.sk));
+      };
+      auto load_k = [&](KvTileCoord c) CUTLASS_LAMBDA_FUNC_INLINE {
         Tensor tKg = tma_k.partition_S(local_tile(
-            domain_offset(make_coord(tile_first_key<kBlockN>(n, si.sk), _0{}), mKs),
+            domain_offset(make_coord(c.row, _0{}), mK(_, _, kv_head, c.outer)),
             typename Cfg::TileK{}, make_coord(_0{}, _0{})));
         pipe_k.producer_acquire(st);
         copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg, tKs(_, _, _, st.index()));
       };
-      auto load_v = [&](int n) CUTLASS_LAMBDA_FUNC_INLINE {
+      auto load_v = [&](KvTileCoord c) CUTLASS_LAMBDA_FUNC_INLINE {
         Tensor tVg = tma_v.partition_S(local_tile(
-            domain_offset(make_coord(_0{}, tile_first_key<kBlockN>(n, si.sk)), mVs),
+            domain_offset(make_coord(_0{}, c.row), mVt(_, _, kv_head, c.outer)),
             typename Cfg::TileVt{}, make_coord(_0{}, _0{})));
         PipelineState& sv = Cfg::kKvLookahead ? st_v : st;
         pipe_v.producer_acquire(sv);
@@ -364,7 +382,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         ++sv;
       };
       int n = kr.end - 1;
-      load_k(n);
+      KvTileCoord c = coord(n);
+      load_k(c);
       // Q goes after the tile's first K: K/V stages free up while the consumers still read the
       // previous tile's Q, which is released only after its last Q·Kᵀ.
       if (q_loads > 0) PlainBarrier::wait(&ss.q_empty, (q_loads - 1) & 1);
@@ -372,19 +391,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       copy(p.tma_q.with(ss.q_full), tQg, tQs);
       ++q_loads;
       if constexpr (Cfg::kKvLookahead) {
-        // K(n) then V(n+1): K and V keep their own pipeline states.
+        // K(n) then V(n+1): K and V keep their own pipeline states. (V's coordinates are asked
+        // for again rather than kept: the producer has no registers to spare.)
         ++st;
         for (--n; n >= kr.begin; --n) {
-          load_k(n);
+          load_k(coord(n));
           ++st;
-          load_v(n + 1);
+          load_v(coord(n + 1));
         }
-        load_v(kr.begin);
+        load_v(coord(kr.begin));
       } else {
-        load_v(n);  // advances st for K and V together
+        load_v(c);  // advances st for K and V together
         for (--n; n >= kr.begin; --n) {
-          load_k(n);
-          load_v(n);
+          c = coord(n);
+          load_k(c);
+          load_v(c);
         }
       }
     }

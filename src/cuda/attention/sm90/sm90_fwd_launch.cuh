@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "attnkit/status.h"
@@ -25,11 +26,25 @@
 
 namespace attnkit::gpu::sm90 {
 
-template <class Cfg, class Sched, class Mask, class Mod, class Sinks>
+template <class Cfg, class Sched, class Mask, class Mod, class Sinks, class Kv>
 Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr int kHeadDim = Cfg::kHeadDim;
   using Element = typename Cfg::Element;
-  using Params = FwdKernelParams<Cfg, Sched>;
+  using Params = FwdKernelParams<Cfg, Sched, Kv>;
+  Kv kv;
+  if constexpr (Kv::kPaged) {
+    // a.sk is the page size here (Sm90FwdArgs); a tile must never span two pages.
+    if (a.page_table == nullptr || a.seqused_k == nullptr || a.k_batches < 1 || a.max_pages < 1 ||
+        a.sk % Cfg::kBlockN != 0)
+      return Status::Invalid("sm90 attention (paged): needs a page table, seqused_k, at least one "
+                             "page and a page size that is a multiple of " +
+                             std::to_string(Cfg::kBlockN));
+    kv.page_table = a.page_table;
+    kv.pt_batch_stride = a.pt_batch_stride;
+    kv.pt_col_stride = a.pt_col_stride;
+    kv.page_size = FastDiv(a.sk);
+    kv.num_pages = a.k_batches;
+  }
   // TMA wants every global stride a multiple of 16 bytes, even for extents of 1 whose stride is
   // never used: those get the (already aligned) row stride.
   auto fix = [](int64_t stride, int extent, int64_t row) { return extent == 1 ? row : stride; };
@@ -42,12 +57,13 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
                        make_stride(a.k_row, _1{}, fix(a.k_head, a.hkv, a.k_row),
                                    fix(a.k_batch, a.k_batches, a.k_row)));
   auto vt = make_tensor(make_gmem_ptr(static_cast<const Element*>(a.v)),
-                        make_shape(Int<kHeadDim>{}, a.sk, a.hkv, a.k_batches),
+                        make_shape(Int<Cfg::kHeadDimV>{}, a.sk, a.hkv, a.k_batches),
                         make_stride(_1{}, a.v_row, fix(a.v_head, a.hkv, a.v_row),
                                     fix(a.v_batch, a.k_batches, a.v_row)));
   SeqLens seqs;
   seqs.q_rows = a.sq;
-  seqs.k_rows = a.sk;
+  // Paged: keys per sequence are bounded by its page-table row.
+  seqs.k_rows = Kv::kPaged ? a.max_pages * a.sk : a.sk;
   seqs.cu_q = a.cu_seqlens_q, seqs.cu_q_stride = static_cast<int>(a.cu_q_stride);
   seqs.cu_k = a.cu_seqlens_k, seqs.cu_k_stride = static_cast<int>(a.cu_k_stride);
   seqs.used_k = a.seqused_k, seqs.used_k_stride = static_cast<int>(a.seqused_k_stride);
@@ -77,9 +93,9 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
            static_cast<Element*>(a.o), a.o_batch, a.o_row, a.o_head,
            a.lse, a.lse_batch, a.lse_row, a.lse_head,
            a.q_batches, a.k_batches, a.hq, a.hkv, a.hq / a.hkv, sched,
-           a.pingpong ? 1 : 0, seqs, mask, a.scale, a.softcap, a.sinks, a.sinks_stride};
+           a.pingpong ? 1 : 0, seqs, mask, a.scale, a.softcap, a.sinks, a.sinks_stride, kv};
 
-  auto kernel = &sm90_fwd_kernel<Cfg, Sched, Mask, Mod, Sinks>;
+  auto kernel = &sm90_fwd_kernel<Cfg, Sched, Mask, Mod, Sinks, Kv>;
   constexpr int kSmem = static_cast<int>(sizeof(SharedStorage<Cfg>));
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds the 227 KB a Hopper CTA can have");
   ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -96,18 +112,24 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 // per-CTA start-up costs dominate). Causal at d256 stays one CTA per tile: persistent (with N=80
 // tiles) measured 0.67-0.89x of it at 512 to 2k rows (H100).
 // kBlockN: the KV tile, 0 for the configuration's default (none_n80 asks for 80, with the
-// default two consumer warpgroups and two stages).
-template <class Element, int kHeadDim, class Mask, class Mod, class Sinks, int kBlockN = 0>
+// default two consumer warpgroups and two stages). Dqk = 192 / Dv = 128: two stages of 128 keys
+// (Q 48 KB + 2 x (K 48 KB + V 32 KB) = 208 KB of shared memory); registers as at 128 (O takes
+// Dv/2, S N/2 per thread).
+template <class Element, int kHeadDim, int kHeadDimV, class Mask, class Mod, class Sinks, class Kv,
+          int kBlockN = 0>
 Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr bool kCausal = !std::is_same_v<Mask, MaskNone>;
-  using Cfg = std::conditional_t<kBlockN == 0, FwdConfig<Element, kHeadDim, kCausal>,
-                                 FwdConfig<Element, kHeadDim, kCausal, 2, kBlockN, 2>>;
+  using Cfg = std::conditional_t<
+      kHeadDim != kHeadDimV,
+      FwdConfig<Element, kHeadDim, kCausal, 2, sm90_kv_block(kHeadDim), 2, kHeadDimV>,
+      std::conditional_t<kBlockN == 0, FwdConfig<Element, kHeadDim, kCausal>,
+                         FwdConfig<Element, kHeadDim, kCausal, 2, kBlockN, 2>>>;
   if constexpr (std::is_same_v<Mask, MaskCausal> && kHeadDim == 128) {
     if (a.persistent)
-      return launch_fwd<Cfg, PersistentLongestFirstScheduler, Mask, Mod, Sinks>(a, stream);
-    return launch_fwd<Cfg, LongestFirstScheduler, Mask, Mod, Sinks>(a, stream);
+      return launch_fwd<Cfg, PersistentLongestFirstScheduler, Mask, Mod, Sinks, Kv>(a, stream);
+    return launch_fwd<Cfg, LongestFirstScheduler, Mask, Mod, Sinks, Kv>(a, stream);
   } else {
-    return launch_fwd<Cfg, SchedulerFor<kHeadDim, kCausal>, Mask, Mod, Sinks>(a, stream);
+    return launch_fwd<Cfg, SchedulerFor<kHeadDim, kCausal>, Mask, Mod, Sinks, Kv>(a, stream);
   }
 }
 
@@ -115,19 +137,26 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 
 #define ATTNKIT_SM90_ELEMENT_bf16 cutlass::bfloat16_t
 #define ATTNKIT_SM90_ELEMENT_fp16 cutlass::half_t
-// Each variant name of sm90_fwd_list.h -> (mask, score mod, sinks) policy types [, KV tile].
-#define ATTNKIT_SM90_POLICIES_none sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone
-#define ATTNKIT_SM90_POLICIES_causal sm90::MaskCausal, sm90::ScoreNone, sm90::SinkNone
-#define ATTNKIT_SM90_POLICIES_local sm90::MaskLocal, sm90::ScoreNone, sm90::SinkNone
-#define ATTNKIT_SM90_POLICIES_local_softcap sm90::MaskLocal, sm90::ScoreSoftcap, sm90::SinkNone
-#define ATTNKIT_SM90_POLICIES_local_sinks sm90::MaskLocal, sm90::ScoreNone, sm90::SinkLearned
-#define ATTNKIT_SM90_POLICIES_none_n80 sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, 80
+// Each variant name of sm90_fwd_list.h -> (mask, score mod, sinks, KV operand) policy types.
+#define ATTNKIT_SM90_POLICIES_none sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous
+#define ATTNKIT_SM90_POLICIES_causal sm90::MaskCausal, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous
+#define ATTNKIT_SM90_POLICIES_local sm90::MaskLocal, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous
+#define ATTNKIT_SM90_POLICIES_local_softcap \
+  sm90::MaskLocal, sm90::ScoreSoftcap, sm90::SinkNone, sm90::KvContiguous
+#define ATTNKIT_SM90_POLICIES_local_sinks \
+  sm90::MaskLocal, sm90::ScoreNone, sm90::SinkLearned, sm90::KvContiguous
+#define ATTNKIT_SM90_POLICIES_paged_none sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
+#define ATTNKIT_SM90_POLICIES_paged_causal sm90::MaskCausal, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
+#define ATTNKIT_SM90_POLICIES_paged_local sm90::MaskLocal, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
+#define ATTNKIT_SM90_POLICIES_none_n80 \
+  sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous, 80
 
-#define ATTNKIT_DEFINE_SM90_FWD(D, DT, MASK)                                                    \
-  namespace attnkit::gpu {                                                                      \
-  Status sm90_fwd_d##D##_##DT##_##MASK(const Sm90FwdArgs& a, cudaStream_t stream) {             \
-    return sm90::run_fwd<ATTNKIT_SM90_ELEMENT_##DT, D, ATTNKIT_SM90_POLICIES_##MASK>(a, stream); \
-  }                                                                                             \
+#define ATTNKIT_DEFINE_SM90_FWD(D, DT, MASK)                                          \
+  namespace attnkit::gpu {                                                            \
+  Status sm90_fwd_d##D##_##DT##_##MASK(const Sm90FwdArgs& a, cudaStream_t stream) {   \
+    return sm90::run_fwd<ATTNKIT_SM90_ELEMENT_##DT, ATTNKIT_SM90_DIMS_##D,            \
+                         ATTNKIT_SM90_POLICIES_##MASK>(a, stream);                    \
+  }                                                                                   \
   }
 
 #else  // no sm_90a target in this build: the dispatcher never calls these.

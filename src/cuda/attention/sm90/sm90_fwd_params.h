@@ -7,6 +7,10 @@
 
 namespace attnkit::gpu {
 
+// Keys per KV tile of the variants of head dim d (FwdConfig's default): paged K/V runs on sm90
+// only with page sizes that are a multiple of it.
+constexpr int sm90_kv_block(int d) { return d <= 192 ? 128 : 64; }
+
 struct Sm90FwdArgs {
   // Batched: Q/O [B, Sq, Hq, D], K/V [B, Sk, Hkv, D]. Ragged Q (cu_q): Q/O [total_q, Hq, D], LSE
   // [total_q, Hq]; ragged K (cu_k): K/V [total_k, Hkv, D]. A ragged tensor has batch extent 1 and
@@ -37,6 +41,13 @@ struct Sm90FwdArgs {
   int64_t cu_k_stride = 1;
   const int32_t* seqused_k = nullptr;
   int64_t seqused_k_stride = 1;
+
+  // Paged K/V (the *_paged_* variants): K/V [num_pages, page_size, Hkv, D], so k / v _batch are the
+  // page strides, sk is the page size and k_batches the number of pages. Keys per sequence come
+  // from seqused_k (required), bounded by max_pages * page_size.
+  const int32_t* page_table = nullptr;  // int32 [B, max_pages]
+  int64_t pt_batch_stride = 0, pt_col_stride = 1;
+  int max_pages = 0;
 
   // Read only by the variants whose policies use them (sm90_fwd_list.h).
   int window_left = -1, window_right = -1, chunk_size = 0;
