@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,13 @@ struct GpuRun {
 };
 
 // Builds the case, runs the CPU reference on the host copy and the portable kernels on a device
-// copy (outputs poisoned in both), and checks that the GPU run succeeded.
-inline GpuRun run_on_gpu(const AttnCase& c, ExecOptions opts = portable_opts()) {
+// copy (outputs poisoned in both), and checks that the GPU run succeeded. prepare_inputs, if set,
+// edits the host inputs before the device copy is made (e.g. NaN in cache slots no key uses).
+inline GpuRun run_on_gpu(const AttnCase& c, ExecOptions opts = portable_opts(),
+                         const std::function<void(AttnData&)>& prepare_inputs = nullptr) {
   GpuRun r;
   r.host = make_attn_data(c);
+  if (prepare_inputs) prepare_inputs(r.host);
   r.dev = r.host.to(cuda());
   r.dev.poison_outputs();
   ExecOptions cpu;
@@ -81,14 +85,31 @@ inline std::vector<unsigned char> bytes_of(const ViewedBuffer& vb) {
   return out;
 }
 
-// The decode benchmark's heads: GQA 32/8 (Llama-3-8B), head dim 128, bf16.
-inline AttnCase gqa_decode_case(int batch, int sq, int sk, uint64_t seed) {
+// bf16 (AttnCase's default), hq query heads over hkv KV heads, head dim 128.
+inline AttnCase gqa_case(int batch, int sq, int sk, uint64_t seed, int hq = 4, int hkv = 2) {
   AttnCase c = AttnCase::uniform(batch, sq, sk);
-  c.hq = 32;
-  c.hkv = 8;
+  c.hq = hq;
+  c.hkv = hkv;
   c.dqk = c.dv = 128;
   c.seed = seed;
   return c;
+}
+
+// The decode benchmark's heads: GQA 32/8 (Llama-3-8B), head dim 128, bf16.
+inline AttnCase gqa_decode_case(int batch, int sq, int sk, uint64_t seed) {
+  return gqa_case(batch, sq, sk, seed, 32, 8);
+}
+
+// Runs a planned case again on the same inputs (outputs poisoned first): O and LSE must come back
+// bit-identical.
+inline void expect_rerun_bit_identical(GpuRun& r, const ExecOptions& opts) {
+  const auto o1 = bytes_of(r.dev.o), l1 = bytes_of(r.dev.lse);
+  r.dev.poison_outputs();
+  const Status st = attention_forward(r.dev.args(), opts, &r.plan);
+  ASSERT_TRUE(st.ok()) << "rerun: " << st.message();
+  testkit::cuda_synchronize();
+  EXPECT_EQ(bytes_of(r.dev.o), o1) << "rerun O";
+  EXPECT_EQ(bytes_of(r.dev.lse), l1) << "rerun LSE";
 }
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call

@@ -154,12 +154,7 @@ TEST(PortableDecodeKernel, EightWarpTile) {
         else
           EXPECT_TRUE(close_to(o, first, gpu_o_tolerance(c.dtype), "O vs 1 split"));
         if (splits != 16) continue;
-        const auto o1 = bytes_of(r.dev.o), l1 = bytes_of(r.dev.lse);
-        r.dev.poison_outputs();
-        ASSERT_TRUE(attention_forward(r.dev.args(), portable_opts(), &r.plan).ok());
-        testkit::cuda_synchronize();
-        EXPECT_EQ(o1, bytes_of(r.dev.o)) << "rerun O";
-        EXPECT_EQ(l1, bytes_of(r.dev.lse)) << "rerun LSE";
+        expect_rerun_bit_identical(r, portable_opts());
       }
     }
 }

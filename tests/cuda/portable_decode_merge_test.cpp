@@ -14,16 +14,6 @@
 namespace attnkit::test {
 namespace {
 
-// Reruns a planned case on the same inputs (outputs poisoned first) and returns O's and LSE's bytes.
-std::pair<std::vector<unsigned char>, std::vector<unsigned char>> rerun(GpuRun& r,
-                                                                        const ExecOptions& opts) {
-  r.dev.poison_outputs();
-  const Status st = attention_forward(r.dev.args(), opts, &r.plan);
-  EXPECT_TRUE(st.ok()) << st.message();
-  testkit::cuda_synchronize();
-  return {bytes_of(r.dev.o), bytes_of(r.dev.lse)};
-}
-
 TEST(PortableDecodeMerge, SplitCountsMatchOneSplitAndRerunBitIdentical) {
   uint64_t seed = 3000;
   for (KvKind kv : {KvKind::kContiguous, KvKind::kPaged})
@@ -51,8 +41,7 @@ TEST(PortableDecodeMerge, SplitCountsMatchOneSplitAndRerunBitIdentical) {
           one = o;
         else
           EXPECT_TRUE(close_to(o, one, gpu_o_tolerance(c.dtype), "O vs 1 split"));
-        const auto first = std::pair{bytes_of(r.dev.o), bytes_of(r.dev.lse)};
-        EXPECT_EQ(first, rerun(r, portable_opts())) << "splits " << splits;
+        expect_rerun_bit_identical(r, portable_opts());
       }
     }
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
 
 #include "gpu_attention_util.h"
 
@@ -112,13 +113,9 @@ TEST(PortableDecode, BitIdenticalReruns) {
     c.kv = KvKind::kPaged;
     c.page_size = 16;
     c.num_splits = splits;
+    SCOPED_TRACE("splits " + std::to_string(splits));
     GpuRun r = run_on_gpu(c);
-    const auto o1 = bytes_of(r.dev.o), l1 = bytes_of(r.dev.lse);
-    r.dev.poison_outputs();
-    ASSERT_TRUE(attention_forward(r.dev.args(), portable_opts(), &r.plan).ok());
-    testkit::cuda_synchronize();
-    EXPECT_EQ(o1, bytes_of(r.dev.o)) << "splits " << splits;
-    EXPECT_EQ(l1, bytes_of(r.dev.lse)) << "splits " << splits;
+    expect_rerun_bit_identical(r, portable_opts());
   }
   AttnCase c = AttnCase::uniform(2, 300, 400);  // prefill too
   c.hq = 4;

@@ -7,14 +7,7 @@
 namespace attnkit::test {
 namespace {
 
-AttnCase base(int batch, int sq, int sk, uint64_t seed) {
-  AttnCase c = AttnCase::uniform(batch, sq, sk);
-  c.hq = 4;
-  c.hkv = 2;
-  c.dqk = c.dv = 128;
-  c.seed = seed;
-  return c;
-}
+AttnCase base(int batch, int sq, int sk, uint64_t seed) { return gqa_case(batch, sq, sk, seed); }
 
 TEST(PortablePrefill, HeadDimsByDtype) {
   const int dims[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 128}, {192, 192}, {256, 256}};

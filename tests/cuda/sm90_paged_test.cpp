@@ -52,23 +52,9 @@ void poison_unused_slots(AttnData& d) {
 }
 
 GpuRun run_paged(const AttnCase& c) {
-  GpuRun r;
-  r.host = make_attn_data(c);
-  poison_unused_slots(r.host);
-  r.dev = r.host.to(cuda());
-  r.dev.poison_outputs();
-  ExecOptions cpu;
-  cpu.backend = Backend::kCPU;
-  const Status cs = attention_forward(r.host.args(), cpu);
-  EXPECT_TRUE(cs.ok()) << "cpu reference: " << cs.message();
-  const Status ps = plan_attention(r.dev.args(), sm90_opts(), &r.plan);
-  EXPECT_TRUE(ps.ok()) << "plan: " << ps.message();
-  if (!ps.ok()) return r;
+  GpuRun r = run_on_gpu(c, sm90_opts(), poison_unused_slots);
   EXPECT_EQ(r.plan.backend, Backend::kCudaSm90);
   EXPECT_EQ(r.plan.kernel, paged_kernel(c));
-  const Status st = attention_forward(r.dev.args(), sm90_opts(), &r.plan);
-  EXPECT_TRUE(st.ok()) << "gpu: " << st.message();
-  testkit::cuda_synchronize();
   return r;
 }
 
@@ -147,12 +133,7 @@ TEST(Sm90Paged, RerunsAreBitIdentical) {
   c.mask = Mask::causal();
   GpuRun r = run_paged(c);
   expect_gpu_matches(r);
-  const auto o1 = bytes_of(r.dev.o), l1 = bytes_of(r.dev.lse);
-  r.dev.poison_outputs();
-  ASSERT_TRUE(attention_forward(r.dev.args(), sm90_opts(), &r.plan).ok());
-  testkit::cuda_synchronize();
-  EXPECT_EQ(bytes_of(r.dev.o), o1);
-  EXPECT_EQ(bytes_of(r.dev.lse), l1);
+  expect_rerun_bit_identical(r, sm90_opts());
 }
 
 TEST(Sm90Paged, OtherPageSizesGoToPortableWithTheReason) {

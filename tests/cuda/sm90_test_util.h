@@ -31,12 +31,7 @@ inline ExecOptions sm90_opts() {
 
 // bf16 (AttnCase's default), 4 query heads over 2 KV heads, head dim 128.
 inline AttnCase sm90_base(int batch, int sq, int sk, uint64_t seed) {
-  AttnCase c = AttnCase::uniform(batch, sq, sk);
-  c.hq = 4;
-  c.hkv = 2;
-  c.dqk = c.dv = 128;
-  c.seed = seed;
-  return c;
+  return gqa_case(batch, sq, sk, seed);
 }
 
 }  // namespace attnkit::test
