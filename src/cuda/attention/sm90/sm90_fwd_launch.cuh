@@ -80,7 +80,7 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
     return Status::Invalid("sm90 attention: num_splits must be in [1, " +
                            std::to_string(kSm90MaxSplits) +
                            "], and more than one split needs the partial O / LSE workspace");
-  sched.num_splits = a.num_splits;
+  sched.num_splits = FastDiv(a.num_splits);
   const int m_blocks = sched.use_varlen ? sched.varlen.num_m_blocks : sched.fixed.num_m_blocks;
   const int64_t num_tiles = int64_t{m_blocks} * a.hq * a.batch * a.num_splits;
   if (num_tiles == 0) return Status::Ok();

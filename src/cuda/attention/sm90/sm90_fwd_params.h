@@ -11,8 +11,7 @@ namespace attnkit::gpu {
 // only with page sizes that are a multiple of it.
 constexpr int sm90_kv_block(int d) { return d <= 192 ? 128 : 64; }
 
-// Most split-KV splits per query tile (split_kv_range's arithmetic needs it below 2^7 + 1; the
-// portable planner caps at the same count).
+// Most split-KV splits per query tile (the portable planner caps at the same count).
 constexpr int kSm90MaxSplits = 128;
 
 struct Sm90FwdArgs {

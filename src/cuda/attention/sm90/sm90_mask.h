@@ -17,6 +17,7 @@
 // inside (-2^31, 2^31).
 #pragma once
 
+#include "cuda/common/fast_divmod.h"
 
 #if defined(__CUDACC__)
 #define ATTNKIT_SM90_MASK_HD __host__ __device__ __forceinline__
@@ -115,16 +116,16 @@ ATTNKIT_SM90_MASK_HD KvTileRange kv_tile_range(const Mask& m, int m_block, int s
   return r;
 }
 
-// Split `split` of `num_splits` (split-KV) takes an even share of a query tile's KV tiles: those
-// in [begin + count·split/S, begin + count·(split+1)/S), count = end - begin, so shares differ by
-// at most one tile and a split past the count gets none. The fully visible tiles stay those of
-// the whole range, clamped into the share, so a share needs the mask exactly where the whole
-// range did. (count < 2^25 and split < 2^7: the products fit 32 unsigned bits.)
-ATTNKIT_SM90_MASK_HD KvTileRange split_kv_range(KvTileRange r, int split, int num_splits) {
-  if (num_splits <= 1 || r.end <= r.begin) return r;
-  const unsigned count = static_cast<unsigned>(r.end - r.begin);
-  const int b = r.begin + static_cast<int>(count * static_cast<unsigned>(split) / num_splits);
-  const int e = r.begin + static_cast<int>(count * static_cast<unsigned>(split + 1) / num_splits);
+// Split `split` of `num_splits` (split-KV) takes an even share of a query tile's KV tiles, in
+// order: with count = end - begin = q·S + rem, splits below rem get q + 1 tiles and the others q,
+// so a split past the count gets none. The fully visible tiles stay those of the whole range,
+// clamped into the share, so a share needs the mask exactly where the whole range did.
+ATTNKIT_SM90_MASK_HD KvTileRange split_kv_range(KvTileRange r, int split, const FastDiv& num_splits) {
+  if (num_splits.d <= 1 || r.end <= r.begin) return r;
+  int q, rem;
+  num_splits.divmod(r.end - r.begin, q, rem);
+  const int b = r.begin + q * split + (split < rem ? split : rem);
+  const int e = b + q + (split < rem ? 1 : 0);
   r.begin = b;
   r.end = e;
   r.full_begin = r.full_begin < b ? b : (r.full_begin > e ? e : r.full_begin);

@@ -34,6 +34,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/common/fast_divmod.h"
+
 #if defined(__CUDACC__)
 #define ATTNKIT_SM90_HD __host__ __device__ __forceinline__
 #else
@@ -130,10 +132,12 @@ struct WithVarlen {
   Fixed fixed;
   VarlenScheduler varlen;
   int use_varlen = 0;
-  int num_splits = 1;
+  // Split-KV splits per query tile; a multiply-shift (exact below 2^31 tiles), as the producer
+  // has 24 registers and an integer divide needs more.
+  FastDiv num_splits{1};
 
   ATTNKIT_SM90_HD int num_tiles() const {
-    return (use_varlen ? varlen.num_tiles() : fixed.num_tiles()) * num_splits;
+    return (use_varlen ? varlen.num_tiles() : fixed.num_tiles()) * num_splits.d;
   }
   int grid(int num_tiles, int sms) const {
     return use_varlen ? VarlenScheduler::grid(num_tiles, sms) : Fixed::grid(num_tiles, sms);
@@ -142,10 +146,10 @@ struct WithVarlen {
     return use_varlen ? varlen.tile_index(cta, round, grid) : fixed.tile_index(cta, round, grid);
   }
   ATTNKIT_SM90_HD WorkTile tile(int idx) const {
-    // One division per tile, skipped without splits.
-    const int inner = num_splits > 1 ? idx / num_splits : idx;
+    int inner, split;
+    num_splits.divmod(idx, inner, split);
     WorkTile t = use_varlen ? varlen.tile(inner) : fixed.tile(inner);
-    t.split = idx - inner * num_splits;
+    t.split = split;
     return t;
   }
 };
