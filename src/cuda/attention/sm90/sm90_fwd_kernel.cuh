@@ -465,6 +465,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // epilogue) rather than kept live through the KV loop, which has no registers to spare.
   WorkTile w{};
   int row0 = 0;  // first query row of the current work tile
+  // Its head and split, packed (head · num_splits + split) so that one register carries both
+  // through the KV loop to the epilogue (d128 with softcap spilled in the loop with two).
+  int head_split = 0;
 
   // GEMM issue helpers: they only issue and commit one wgmma batch; the caller waits.
   auto issue_s = [&](int stage) CUTLASS_LAMBDA_FUNC_INLINE {
@@ -591,6 +594,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (t >= num_tiles) break;
     w = p.sched.tile(t);
     row0 = w.m_block * kBlockM;
+    head_split = w.head * p.sched.num_splits.d + w.split;
     KvTileRange kr;
     {
       const SeqInfo si = p.seqs.get(w.batch);
@@ -677,7 +681,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     // ---------------- epilogue of the tile
     const SeqInfo si = p.seqs.get(w.batch);
-    const int64_t o_base = si.q_batch * p.o_batch + int64_t{si.q_offset} * p.o_row + w.head * p.o_head;
+    int head, split;
+    p.sched.num_splits.divmod(head_split, head, split);
+    const int64_t o_base = si.q_batch * p.o_batch + int64_t{si.q_offset} * p.o_row + head * p.o_head;
     const float kLn2 = 0.69314718055994530942f;
     const bool split_out = p.part_o != nullptr;
     CUTE_UNROLL
@@ -691,7 +697,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         // split's partial leaves it out: the combine adds it once, as one more state.
         if (!empty && !split_out) {
           const float m = row_max[r] * scale_log2;
-          const float s = Sinks{p.sinks, p.sinks_stride}.log2_sink(w.head);
+          const float s = Sinks{p.sinks, p.sinks_stride}.log2_sink(head);
           const float mf = fmaxf(m, s);
           const float c = exp2f(m - mf);
           const float denom = sum * c + exp2f(s - mf);
@@ -705,15 +711,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if (split_out) {
         // fp32 partial: each lane stores its column pairs as 8-byte words, so a quad fills the
         // 32 bytes of each n8 block. An empty row (or split) writes O = 0 and LSE = -inf.
-        const int64_t prow = int64_t{w.split} * p.part_rows +
+        const int64_t prow = int64_t{split} * p.part_rows +
                              int64_t{si.q_batch} * p.seqs.q_rows + si.q_offset + row;
-        float* po = p.part_o + (prow * p.hq + w.head) * kDv;
+        float* po = p.part_o + (prow * p.hq + head) * kDv;
         if (row_ok) {
           CUTE_UNROLL
           for (int c = 0; c < size<1>(O); c += 2)
             *reinterpret_cast<float2*>(po + get<1>(cOrc(r, c))) =
                 make_float2(O(r, c) * inv, O(r, c + 1) * inv);
-          if (q == 0) p.part_lse[prow * p.hq + w.head] = empty ? -INFINITY : lse_log2 * kLn2;
+          if (q == 0) p.part_lse[prow * p.hq + head] = empty ? -INFINITY : lse_log2 * kLn2;
         }
         continue;
       }
@@ -737,7 +743,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if (row_ok && p.lse != nullptr && q == 0) {
         const float lse = empty ? -INFINITY : lse_log2 * kLn2;
         p.lse[si.q_batch * p.lse_batch + int64_t{si.q_offset + row} * p.lse_row +
-              w.head * p.lse_head] = lse;
+              head * p.lse_head] = lse;
       }
     }
   }
