@@ -465,9 +465,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // epilogue) rather than kept live through the KV loop, which has no registers to spare.
   WorkTile w{};
   int row0 = 0;  // first query row of the current work tile
-  // Its head and split, packed (head · num_splits + split) so that one register carries both
-  // through the KV loop to the epilogue (d128 with softcap spilled in the loop with two).
-  int head_split = 0;
+  // Its head and split for the epilogue. At D <= 128 packed (head · num_splits + split), so one
+  // register carries both through the KV loop: d128 local_softcap spilled inside the KV loop with
+  // two (ptxas, sm_90a). At D = 256 packing made the local variants spill more (2-3x the bytes),
+  // so there they stay apart.
+  constexpr bool kPackHeadSplit = kD <= 128;
+  int head_split = 0, split_only = 0;
 
   // GEMM issue helpers: they only issue and commit one wgmma batch; the caller waits.
   auto issue_s = [&](int stage) CUTLASS_LAMBDA_FUNC_INLINE {
@@ -594,7 +597,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (t >= num_tiles) break;
     w = p.sched.tile(t);
     row0 = w.m_block * kBlockM;
-    head_split = w.head * p.sched.num_splits.d + w.split;
+    if constexpr (kPackHeadSplit) {
+      head_split = w.head * p.sched.num_splits.d + w.split;
+    } else {
+      head_split = w.head;
+      split_only = w.split;
+    }
     KvTileRange kr;
     {
       const SeqInfo si = p.seqs.get(w.batch);
@@ -681,8 +689,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     // ---------------- epilogue of the tile
     const SeqInfo si = p.seqs.get(w.batch);
-    int head, split;
-    p.sched.num_splits.divmod(head_split, head, split);
+    int head = head_split, split = split_only;
+    if constexpr (kPackHeadSplit) p.sched.num_splits.divmod(head_split, head, split);
     const int64_t o_base = si.q_batch * p.o_batch + int64_t{si.q_offset} * p.o_row + head * p.o_head;
     const float kLn2 = 0.69314718055994530942f;
     const bool split_out = p.part_o != nullptr;
