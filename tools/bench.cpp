@@ -109,7 +109,7 @@ GdnCase gdn_decode(int n) {
 
 bool known_set(const std::string& s) {
   return s == "default" || s == "fa3" || s == "varlen" || s == "paged" || s == "dims" ||
-         s == "decode" || s == "gdn";
+         s == "splitkv" || s == "decode" || s == "gdn";
 }
 
 // The GPU shapes, or (gpu = false) much smaller ones that the CPU backend finishes quickly.
@@ -199,6 +199,19 @@ std::vector<Item> shape_set(const std::string& set, bool gpu) {
         c.dim_v = dv;
         A(c);
       }
+  } else if (set == "splitkv") {
+    // Where split-KV pays: few query tiles over many keys (a short chunk of prefill, or a few
+    // speculative tokens x the GQA group, on a long context), batch 1, GQA 32/8 d128 bf16, causal
+    // (bottom-right: nearly every key visible) and not. Compare --num-splits 1 and N in one run.
+    // (CPU: 1/8 of the lengths.)
+    const int64_t div = gpu ? 1 : 8;
+    for (int64_t sq : {128, 512})
+      for (int64_t sk : {8192, 32768})
+        for (bool causal : {true, false}) {
+          AttnCase c = prefill(1, sq / div, 32, 8, 128, causal);
+          c.seqlen_k = sk / div;
+          A(c);
+        }
   } else if (set == "decode") {
     for (int b : gpu ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 4})
       for (int64_t L : gpu ? std::vector<int64_t>{1024, 8192, 32768} : std::vector<int64_t>{1024, 4096})
@@ -415,11 +428,12 @@ Flags make_flags() {
           "an equal-length batch, a 1k sliding window, sinks), paged (chunked prefill with a prefix\n"
           "cache: 8 x 2k queries on 8k keys causal, GQA 32/8 d128, contiguous and paged 128/256/64;\n"
           "4 uneven packed sequences, ragged and paged 128), dims (head dims 192/128 and 96, 4 x 4k,\n"
-          "causal and not), decode (B 1/16/64 x L 1k/8k/32k,\n"
+          "causal and not), splitkv (batch 1, 128 / 512 queries on 8k / 32k keys, GQA 32/8 d128,\n"
+          "causal and not: for --num-splits), decode (B 1/16/64 x L 1k/8k/32k,\n"
           "contiguous and paged 16/64),\n"
           "gdn (T 4k/16k/64k, varlen 8 seqs 32k, decode B 1/32/256).");
   f.add("shapes", FlagType::kString, "default",
-        "default | fa3 | varlen | paged | dims | decode | gdn, or a comma list")
+        "default | fa3 | varlen | paged | dims | splitkv | decode | gdn, or a comma list")
       .add("backend", FlagType::kString, "auto", "auto | cpu | cuda-portable | cuda-sm90")
       .add("repeats", FlagType::kInt, "", "timed calls per shape; the median is reported "
                                           "[default: 50 on a GPU, 3 on the CPU]")
@@ -455,7 +469,7 @@ int bench_main(const std::vector<std::string>& args) {
       if (!known_set(s)) {
         std::fprintf(stderr,
                      "attnkit bench: unknown shape set '%s' (default, fa3, varlen, paged, dims, "
-                     "decode, gdn)\n",
+                     "splitkv, decode, gdn)\n",
                      s.c_str());
         return kExitUsage;
       }

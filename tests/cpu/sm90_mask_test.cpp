@@ -4,7 +4,9 @@
 //   - row_bounds gives exactly the visible keys of a row, clamped to the sequence;
 //   - kv_tile_range's [begin, end) holds every visible key of the query tile, and each tile in
 //     [full_begin, full_end) is visible whole to every row (so skipping its mask is exact);
-//   - MaskNone and MaskCausal agree with MaskLocal set to the same mask.
+//   - MaskNone and MaskCausal agree with MaskLocal set to the same mask;
+//   - split_kv_range (split-KV) cuts every such range into shares that cover it in order, differ
+//     by at most one tile, and need the mask exactly where the whole range does.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +24,7 @@ using attnkit::gpu::sm90::MaskLocal;
 using attnkit::gpu::sm90::MaskNone;
 using attnkit::gpu::sm90::kv_tile_range;
 using attnkit::gpu::sm90::row_bounds;
+using attnkit::gpu::sm90::split_kv_range;
 
 // attention.h, literally: key j visible to row i of a sequence with sq queries and sk keys.
 bool visible(const Mask& m, int i, int j, int sq, int sk) {
@@ -120,6 +123,51 @@ TEST(Sm90Mask, RandomMasksAndShapes) {
     check_against_api<64, 64>(local_of(m), m, len(rng) + 1, len(rng), &checked);
   }
   EXPECT_GT(checked, 100);
+}
+
+// The shares of one range for 1..S splits: contiguous, in split order, covering [begin, end) with
+// sizes q or q + 1, and each tile masked in its share exactly when it is in the whole range.
+void check_shares(const KvTileRange& r, int splits, int* checked) {
+  const attnkit::gpu::FastDiv div(splits);
+  const int count = std::max(r.end - r.begin, 0);
+  int next = r.begin;
+  for (int s = 0; s < splits; ++s) {
+    const KvTileRange sh = split_kv_range(r, s, div);
+    if (count == 0) {
+      ASSERT_LE(sh.end, sh.begin) << "split " << s << " of an empty range has tiles";
+      continue;
+    }
+    ASSERT_EQ(sh.begin, next) << "split " << s << " of " << splits;
+    const int size = sh.end - sh.begin;
+    ASSERT_TRUE(size == count / splits || size == count / splits + 1)
+        << "split " << s << " of " << splits << " has " << size << " of " << count << " tiles";
+    ASSERT_TRUE(sh.begin <= sh.full_begin && sh.full_begin <= sh.full_end && sh.full_end <= sh.end);
+    for (int n = sh.begin; n < sh.end; ++n)
+      ASSERT_EQ(sh.needs_mask(n), r.needs_mask(n)) << "tile " << n << " split " << s;
+    next = sh.end;
+  }
+  if (count > 0) ASSERT_EQ(next, r.end) << splits << " splits leave tiles out";
+  ++*checked;
+}
+
+TEST(Sm90Mask, SplitSharesCoverTheRange) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> len(0, 3000), win(-1, 700), chunk(0, 500);
+  int checked = 0;
+  for (int k = 0; k < 120; ++k) {
+    const Mask m = k % 4 == 0 ? Mask::none()
+                   : k % 4 == 1 ? Mask::causal()
+                                : Mask{win(rng), win(rng), k % 3 == 0 ? chunk(rng) : 0};
+    const int sq = len(rng) + 1, sk = len(rng);
+    for (int mb = 0; mb * 128 < sq; mb += 3) {
+      const KvTileRange r = kv_tile_range<128, 64>(local_of(m), mb, sq, sk);
+      for (int splits : {1, 2, 3, 7, 16, 128}) check_shares(r, splits, &checked);
+    }
+  }
+  // A long range and the largest split count: no overflow in the share arithmetic.
+  const KvTileRange big{0, 1 << 24, 5, (1 << 24) - 3};
+  for (int splits : {3, 127, 128}) check_shares(big, splits, &checked);
+  EXPECT_GT(checked, 1000);
 }
 
 }  // namespace

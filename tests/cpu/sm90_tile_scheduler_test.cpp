@@ -155,4 +155,43 @@ TEST(Sm90TileScheduler, WithVarlenSwitchesAtRunTime) {
   }
 }
 
+// Split-KV multiplies the work tiles: every (tile, split) is handed out once, the split is the
+// fastest factor (consecutive indices are the splits of one query tile), and one split is the
+// scheduler without splits.
+TEST(Sm90TileScheduler, SplitsAreTheFastestFactor) {
+  for (int use : {0, 1})
+    for (int splits : {1, 3, 16}) {
+      WithVarlen<PersistentLongestFirstScheduler> s;
+      s.use_varlen = use;
+      s.num_splits = attnkit::gpu::FastDiv(splits);
+      s.fixed.num_m_blocks = 5;
+      s.fixed.num_heads = 3;
+      s.fixed.num_batch = 2;
+      s.varlen.num_m_blocks = 7;
+      s.varlen.num_heads = 3;
+      s.varlen.num_batch = 2;
+      const int mb = use ? 7 : 5;
+      ASSERT_EQ(s.num_tiles(), mb * 3 * 2 * splits);
+      std::vector<int> seen(static_cast<size_t>(s.num_tiles()), 0);
+      const int grid = s.grid(s.num_tiles(), 16);
+      for (int cta = 0; cta < grid; ++cta)
+        for (int round = 0;; ++round) {
+          const int t = s.tile_index(cta, round, grid);
+          if (t >= s.num_tiles()) break;
+          const WorkTile w = s.tile(t);
+          ASSERT_TRUE(w.m_block >= 0 && w.m_block < mb && w.head >= 0 && w.head < 3 &&
+                      w.batch >= 0 && w.batch < 2 && w.split >= 0 && w.split < splits);
+          ++seen[((static_cast<size_t>(w.batch) * 3 + w.head) * mb + w.m_block) * splits + w.split];
+        }
+      for (int n : seen) EXPECT_EQ(n, 1) << "use_varlen=" << use << " splits=" << splits;
+      WithVarlen<PersistentLongestFirstScheduler> one = s;
+      one.num_splits = attnkit::gpu::FastDiv(1);
+      for (int t = 0; t < s.num_tiles(); ++t) {
+        const WorkTile w = s.tile(t), u = one.tile(t / splits);
+        EXPECT_EQ(w.split, t % splits);
+        EXPECT_TRUE(w.m_block == u.m_block && w.head == u.head && w.batch == u.batch) << t;
+      }
+    }
+}
+
 }  // namespace

@@ -189,7 +189,7 @@ TEST(Sm90Prefill, RefusesWhatItDoesNotServe) {
   };
   // (Ragged Q / K, seqused_k, window / chunked masks, softcap and sinks, head dims 192/128 and 96
   // with no mask or causal run on sm90: see sm90_features_test.cpp; paged KV with page sizes that
-  // are a multiple of the KV tile: sm90_paged_test.cpp.)
+  // are a multiple of the KV tile: sm90_paged_test.cpp; split-KV: sm90_split_test.cpp.)
   add("paged kv, page size 16", [](AttnCase& c) { c.kv = KvKind::kPaged; });
   add("paged kv with sinks", [](AttnCase& c) {
     c.kv = KvKind::kPaged;
@@ -206,7 +206,6 @@ TEST(Sm90Prefill, RefusesWhatItDoesNotServe) {
   });
   add("head dim 96 with softcap", [](AttnCase& c) { c.dqk = c.dv = 96; c.softcap = 30.f; });
   add("head dim 192", [](AttnCase& c) { c.dqk = c.dv = 192; });
-  add("splits", [](AttnCase& c) { c.num_splits = 2; });
   add("decode", [](AttnCase& c) { c.seqlens_q = {1, 1}; });
   for (const Case& k : cases) {
     AttnData d = make_attn_data(k.c).to(cuda());

@@ -32,31 +32,6 @@ std::string expected_kernel(const AttnCase& c) {
          (c.dtype == DType::kBFloat16 ? "bf16" : "fp16") + "_" + v;
 }
 
-// Overwrites every K/V row a sequence does not use (cache slots past seqused_k, packed rows past
-// cu_seqlens_k[B]) with NaN: the reference never reads them, and neither may the kernel (in P·V,
-// 0 x NaN is NaN).
-void poison_unused_kv(AttnData& d) {
-  const AttnCase& c = d.c;
-  for (ViewedBuffer* t : {&d.k, &d.v}) {
-    const TensorView& v = t->view;
-    const int64_t dim = v.shape[v.ndim - 1];
-    auto poison_row = [&](int64_t off) {
-      std::memset(static_cast<char*>(t->buf.data()) + off * 2, 0xFF, static_cast<size_t>(dim) * 2);
-    };
-    if (c.kv == KvKind::kSeqused) {
-      for (int b = 0; b < c.batch(); ++b)
-        for (int64_t r = c.seqlens_k[b]; r < v.shape[1]; ++r)
-          for (int64_t h = 0; h < v.shape[2]; ++h)
-            poison_row(b * v.stride[0] + r * v.stride[1] + h * v.stride[2]);
-    } else if (c.kv == KvKind::kRagged) {
-      int64_t used = 0;
-      for (int s : c.seqlens_k) used += s;
-      for (int64_t r = used; r < v.shape[0]; ++r)
-        for (int64_t h = 0; h < v.shape[1]; ++h) poison_row(r * v.stride[0] + h * v.stride[1]);
-    }
-  }
-}
-
 // Runs the CPU reference and the sm90 kernels on the same inputs and compares; the plan must
 // name the sm90 variant the case needs.
 GpuRun run_sm90(const AttnCase& c, bool poison_unused = false) {

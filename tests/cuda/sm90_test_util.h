@@ -1,5 +1,5 @@
 // Helpers shared by the sm90 prefill tests: the Hopper check that skips them elsewhere, the
-// options that force the sm90 backend, and the base case they vary.
+// options that force the sm90 backend, the base case they vary, and the NaN fill of unused K/V rows.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "gpu_attention_util.h"
 
@@ -32,6 +33,31 @@ inline ExecOptions sm90_opts() {
 // bf16 (AttnCase's default), 4 query heads over 2 KV heads, head dim 128.
 inline AttnCase sm90_base(int batch, int sq, int sk, uint64_t seed) {
   return gqa_case(batch, sq, sk, seed);
+}
+
+// Overwrites every K/V row a sequence does not use (cache slots past seqused_k, packed rows past
+// cu_seqlens_k[B]) with NaN: the reference never reads them, and neither may the kernel (in P·V,
+// 0 x NaN is NaN).
+inline void poison_unused_kv(AttnData& d) {
+  const AttnCase& c = d.c;
+  for (ViewedBuffer* t : {&d.k, &d.v}) {
+    const TensorView& v = t->view;
+    const int64_t dim = v.shape[v.ndim - 1];
+    auto poison_row = [&](int64_t off) {
+      std::memset(static_cast<char*>(t->buf.data()) + off * 2, 0xFF, static_cast<size_t>(dim) * 2);
+    };
+    if (c.kv == KvKind::kSeqused) {
+      for (int b = 0; b < c.batch(); ++b)
+        for (int64_t r = c.seqlens_k[b]; r < v.shape[1]; ++r)
+          for (int64_t h = 0; h < v.shape[2]; ++h)
+            poison_row(b * v.stride[0] + r * v.stride[1] + h * v.stride[2]);
+    } else if (c.kv == KvKind::kRagged) {
+      int64_t used = 0;
+      for (int s : c.seqlens_k) used += s;
+      for (int64_t r = used; r < v.shape[0]; ++r)
+        for (int64_t h = 0; h < v.shape[1]; ++h) poison_row(r * v.stride[0] + h * v.stride[1]);
+    }
+  }
 }
 
 }  // namespace attnkit::test

@@ -2,7 +2,8 @@
 // one token, D for Dqk = Dv = D or Dqk_Dv (192_128). Each variant
 // names its (mask, score mod, sinks) policy types (sm90_fwd_launch.cuh). The dispatcher
 // (src/cuda/attention/sm90/sm90_dispatch.cu) matches requests against this list. Every variant
-// takes batched or per-sequence lengths (cu_seqlens_q / cu_seqlens_k / seqused_k) at run time.
+// takes batched or per-sequence lengths (cu_seqlens_q / cu_seqlens_k / seqused_k) and a split-KV
+// count (partials for the combine kernel) at run time.
 //   none           no mask (keys past Sk are still masked in the last KV tile)
 //   causal         bottom-right aligned causal (key j visible to query i when j <= i + Sk - Sq)
 //   local          any mask of the API (sliding window, chunked; causal and none too), sizes at

@@ -1,7 +1,8 @@
 // Merging partial attention states: LSE = log(sum_n exp(LSE_n)), O = sum_n exp(LSE_n - LSE) O_n,
 // a state with LSE = -inf contributing nothing, all-empty giving O = 0 and LSE = -inf.
 // One warp per (row, head); the lanes stride over the head dim. Used twice: the prefill kernel's
-// split-KV combine (partials from its workspace, plus the sink as one more state with O = 0) and
+// split-KV combine (partials from its workspace, plus the sink as one more state with O = 0; the
+// sm90 prefill kernel's splits write the same layout and use it too) and
 // the public merge_states op on any strides and float dtypes. (The decode kernel merges its
 // splits itself: decode_merge.cuh.)
 #pragma once
@@ -10,8 +11,10 @@
 
 #include <cstdint>
 
+#include "attnkit/status.h"
 #include "cuda/attention/policy/score_mod.cuh"
 #include "cuda/attention/portable/fwd_params.h"
+#include "cuda/common/cuda_check.h"
 #include "cuda/common/mma_sm80.cuh"
 
 namespace attnkit::gpu {
@@ -110,6 +113,21 @@ __global__ void split_combine_kernel(const __grid_constant__ FwdParams p, int dv
   v.d = dv;
   const float sink = p.sinks != nullptr ? __ldg(p.sinks + h * p.sinks_stride) : -INFINITY;
   merge_row(v, flat, h, tok, sink);
+}
+
+// Launches split_combine_kernel over p's sequences (four warps per block): reads p.part_o /
+// p.part_lse (p.num_splits of them) and writes p.o, and p.lse if set. The fields it reads:
+// batch, hq, q_rows, max_seqlen_q, cu_seqlens_q, the O / LSE strides, sinks, and the partials.
+inline Status launch_split_combine(const FwdParams& p, bool bf16, int dv, cudaStream_t stream) {
+  const int64_t warps = int64_t{p.max_seqlen_q} * p.hq;
+  if (warps == 0 || p.batch == 0) return Status::Ok();
+  const dim3 grid(static_cast<unsigned>((warps + 3) / 4), static_cast<unsigned>(p.batch));
+  if (bf16)
+    split_combine_kernel<__nv_bfloat16><<<grid, 128, 0, stream>>>(p, dv);
+  else
+    split_combine_kernel<__half><<<grid, 128, 0, stream>>>(p, dv);
+  ATTNKIT_CUDA_CHECK_LAUNCH("split_combine_kernel");
+  return Status::Ok();
 }
 
 }  // namespace attnkit::gpu

@@ -311,15 +311,9 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   const Status st = [&]() -> Status {
     // The decode kernel merges its own splits.
     ATTNKIT_RETURN_IF_ERROR(v->launch(p, opts.stream));
-    if (splits > 1 && v->decode_rows == 0) {
-      const int64_t warps = int64_t{prob.max_seqlen_q} * prob.hq;
-      const dim3 grid(static_cast<unsigned>((warps + 3) / 4), static_cast<unsigned>(prob.batch));
-      if (prob.dtype == DType::kBFloat16)
-        gpu::split_combine_kernel<__nv_bfloat16><<<grid, 128, 0, stream>>>(p, prob.dv);
-      else
-        gpu::split_combine_kernel<__half><<<grid, 128, 0, stream>>>(p, prob.dv);
-      ATTNKIT_CUDA_CHECK_LAUNCH("split_combine_kernel");
-    }
+    if (splits > 1 && v->decode_rows == 0)
+      ATTNKIT_RETURN_IF_ERROR(
+          gpu::launch_split_combine(p, prob.dtype == DType::kBFloat16, prob.dv, stream));
     return Status::Ok();
   }();
   // Freed stream-ordered after the kernels that use it, also when a launch failed.

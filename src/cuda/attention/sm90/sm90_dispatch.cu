@@ -1,6 +1,7 @@
 // Dispatch for the Hopper (sm_90a) prefill kernels: which requests they serve (anything else is
 // Unsupported with the reason, and the dispatcher falls back to the portable kernels), the plan,
-// and the launch of the variant from sm90_fwd_list.h.
+// and the launch of the variant from sm90_fwd_list.h. Split-KV runs the same variant with a
+// run-time split count into a workspace of partials, then the portable path's combine kernel.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "api/backends.h"
+#include "cuda/attention/portable/combine_kernel.cuh"
 #include "cuda/attention/sm90/sm90_fwd_params.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
@@ -79,10 +81,75 @@ const Variant* find_variant(const AttnProblem& prob) {
   return nullptr;
 }
 
+// A split plan names the variant followed by this.
+constexpr const char* kSplitSuffix = "+split_combine";
+
 const Variant* find_variant(const std::string& kernel) {
   for (const Variant& v : kVariants)
-    if (kernel == v.name) return &v;
+    if (kernel == v.name || kernel == std::string(v.name) + kSplitSuffix) return &v;
   return nullptr;
+}
+
+// Split-KV: only when asked for (num_splits > 1), capped at kSm90MaxSplits. The library's own
+// choice (num_splits = 0) stays one split until a heuristic is measured on the GPU.
+int plan_splits(const AttentionArgs& args) {
+  return args.num_splits > 1 ? std::min(args.num_splits, gpu::kSm90MaxSplits) : 1;
+}
+
+// Flat query rows of one split's partials: batch x Sq, or total_q when Q is ragged (the combine
+// kernel's indexing).
+int64_t part_rows(const AttnProblem& prob) {
+  return prob.q_ragged ? prob.q_rows : int64_t{prob.batch} * prob.q_rows;
+}
+
+size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
+
+// The workspace of `splits` partials: fp32 O, then (256-byte aligned) fp32 LSE.
+struct SplitWorkspace {
+  size_t lse_offset = 0, bytes = 0;
+};
+SplitWorkspace split_workspace(const AttnProblem& prob, int splits) {
+  SplitWorkspace w;
+  if (splits <= 1) return w;
+  const size_t rows = static_cast<size_t>(splits) * part_rows(prob) * prob.hq;
+  w.lse_offset = align_up(rows * prob.dv * sizeof(float));
+  w.bytes = w.lse_offset + align_up(rows * sizeof(float));
+  return w;
+}
+
+// The combine kernel's parameters (portable/fwd_params.h): only the fields it reads.
+gpu::FwdParams combine_params(const AttentionArgs& a, const AttnProblem& prob, int splits,
+                              float* part_o, float* part_lse) {
+  gpu::FwdParams p;
+  const bool qr = prob.q_ragged;
+  p.o = a.o.data;
+  p.o_batch_stride = qr ? 0 : a.o.stride[0];
+  p.o_row_stride = qr ? a.o.stride[0] : a.o.stride[1];
+  p.o_head_stride = a.o.stride_of(-2);
+  if (prob.has_lse) {
+    p.lse = static_cast<float*>(a.lse.data);
+    p.lse_batch_stride = qr ? 0 : a.lse.stride[0];
+    p.lse_row_stride = qr ? a.lse.stride[0] : a.lse.stride[1];
+    p.lse_head_stride = a.lse.stride_of(-1);
+  }
+  if (qr) {
+    p.cu_seqlens_q = static_cast<const int32_t*>(a.cu_seqlens_q.data);
+    p.cu_q_stride = a.cu_seqlens_q.stride[0];
+  }
+  if (prob.has_sinks) {
+    p.sinks = static_cast<const float*>(a.sinks.data);
+    p.sinks_stride = a.sinks.stride[0];
+  }
+  p.batch = prob.batch;
+  p.hq = prob.hq;
+  p.hkv = prob.hkv;
+  p.q_rows = static_cast<int>(prob.q_rows);
+  p.max_seqlen_q = prob.q_ragged ? prob.max_seqlen_q : static_cast<int>(prob.q_rows);
+  p.num_splits = splits;
+  p.part_o = part_o;
+  p.part_lse = part_lse;
+  p.part_rows = part_rows(prob);
+  return p;
 }
 
 // TMA reads Q, K and V: 16-byte aligned base, unit stride along the head dim, every other stride a
@@ -150,7 +217,6 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
   if (prob.has_alibi) return no("ALiBi is not supported yet");
   if (prob.softcap > 0.f && prob.has_sinks)
     return no("softcap together with learned sinks is not built (either alone is)");
-  if (args.num_splits > 1) return no("split-KV (num_splits > 1) is not supported");
   // The online softmax takes each row's max of the raw scores and scales after it, which keeps
   // exp2 from overflowing only when the scale is positive.
   if (prob.scale < 0.f) return no("a negative scale is not supported (the row max is taken before scaling)");
@@ -163,9 +229,10 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
   // with headroom for one more round of the grid. Per-sequence lengths: over a grid sized by the
   // longest sequence. (Each factor is below 2^31, so neither product overflows 64 bits.)
   const int64_t rows = prob.q_ragged ? std::max<int64_t>(prob.max_seqlen_q, 0) : prob.q_rows;
-  const int64_t tiles_per_batch = (rows + 127) / 128 * int64_t{prob.hq};
+  // Split-KV multiplies the tiles by the split count.
+  const int64_t tiles_per_batch = (rows + 127) / 128 * int64_t{prob.hq} * plan_splits(args);
   if (tiles_per_batch >= (int64_t{1} << 30) || tiles_per_batch * prob.batch >= (int64_t{1} << 30))
-    return no("too many work tiles (query tiles x heads x batch must stay below 2^30)");
+    return no("too many work tiles (query tiles x heads x batch x splits must stay below 2^30)");
   if (prob.mask.window_left > (1 << 30) || prob.mask.window_right > (1 << 30) ||
       prob.mask.chunk_size > (1 << 30))
     return no("window and chunk sizes must stay below 2^30");
@@ -193,10 +260,11 @@ Status sm90_attention_plan(const AttentionArgs& args, const AttnProblem& prob,
   if (dev.cc_major != 9) return Status::Unsupported("sm90 attention needs a Hopper GPU (compute 9.x)");
   ATTNKIT_RETURN_IF_ERROR(sm90_attention_supports(args, prob));
   const Variant* v = find_variant(prob);
+  const int splits = plan_splits(args);
   plan->backend = Backend::kCudaSm90;
-  plan->kernel = v->name;
-  plan->num_splits = 1;
-  plan->workspace_bytes = 0;
+  plan->kernel = std::string(v->name) + (splits > 1 ? kSplitSuffix : "");
+  plan->num_splits = splits;
+  plan->workspace_bytes = split_workspace(prob, splits).bytes;
   return Status::Ok();
 }
 
@@ -205,7 +273,17 @@ Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
   const Variant* v = find_variant(plan.kernel);
   if (v == nullptr || v != find_variant(prob))
     return Status::Invalid("plan names kernel '" + plan.kernel + "', which does not serve this request");
+  const int splits = plan.num_splits;
+  const bool split_name = plan.kernel != v->name;
+  if (splits < 1 || splits > gpu::kSm90MaxSplits || split_name != (splits > 1))
+    return Status::Invalid("plan (kernel '" + plan.kernel + "') num_splits " +
+                           std::to_string(splits) + " does not match its kernel");
   if (prob.batch == 0 || prob.q_rows == 0) return Status::Ok();  // nothing to compute or write
+  // The tile bound of sm90_attention_supports, for the plan's split count.
+  const int64_t rows = prob.q_ragged ? std::max<int64_t>(prob.max_seqlen_q, 0) : prob.q_rows;
+  if ((rows + 127) / 128 * int64_t{prob.hq} * splits * prob.batch >= (int64_t{1} << 30))
+    return Status::Invalid("plan num_splits " + std::to_string(splits) +
+                           " makes 2^30 or more work tiles for these arguments");
   Sm90FwdArgs g;
   g.q = a.q.data;
   g.k = a.k.data;
@@ -263,7 +341,36 @@ Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
   DeviceGuard guard(prob.device.index);
   if (!guard.ok()) return Status::Cuda("sm90 attention: cannot select CUDA device " +
                                        std::to_string(prob.device.index));
-  return v->launch(g, static_cast<cudaStream_t>(opts.stream));
+  const auto stream = static_cast<cudaStream_t>(opts.stream);
+  if (splits <= 1) return v->launch(g, stream);
+
+  const SplitWorkspace layout = split_workspace(prob, splits);
+  void* ws = opts.workspace;
+  void* owned = nullptr;
+  // The partials are written as 8-byte words (float2): a caller's buffer must be 16-byte aligned
+  // to be used (as the portable path asks).
+  if (ws == nullptr || opts.workspace_bytes < layout.bytes ||
+      reinterpret_cast<uintptr_t>(ws) % 16 != 0) {
+    ATTNKIT_CUDA_TRY(cudaMallocAsync(&owned, layout.bytes, stream));
+    ws = owned;
+  }
+  float* part_o = static_cast<float*>(ws);
+  float* part_lse = reinterpret_cast<float*>(static_cast<char*>(ws) + layout.lse_offset);
+  g.num_splits = splits;
+  g.part_o = part_o;
+  g.part_lse = part_lse;
+  g.part_rows = part_rows(prob);
+  const Status st = [&]() -> Status {
+    ATTNKIT_RETURN_IF_ERROR(v->launch(g, stream));
+    return gpu::launch_split_combine(combine_params(a, prob, splits, part_o, part_lse),
+                                     prob.dtype == DType::kBFloat16, prob.dv, stream);
+  }();
+  // Freed stream-ordered after the kernels that use it, also when a launch failed.
+  if (owned != nullptr) {
+    const cudaError_t err = cudaFreeAsync(owned, stream);
+    if (st.ok() && err != cudaSuccess) return cuda_status(err, "cudaFreeAsync", __FILE__, __LINE__);
+  }
+  return st;
 }
 
 }  // namespace attnkit::detail

@@ -35,6 +35,8 @@
 // says which tiles a query tile sees and which of them need the mask; those near the diagonal come
 // first, then the fully visible ones without mask code, then (windows, chunks) those at the left
 // edge. Score modifiers and sinks are policies too (sm90_score_mod.h).
+// Split-KV: a work tile is then (query tile, split); the split runs an even share of the query
+// tile's KV tiles (split_kv_range) and writes fp32 partials for the combine kernel instead of O.
 // Per-sequence lengths (ragged Q / K, seqused_k) are read per tile (sm90_seqlen.h). The last KV
 // tile of a sequence is loaded so that it ends at the sequence's last key (rows from sk - N, the
 // overlap with the tile before it masked): a V row past the sequence end is never read, since
@@ -222,6 +224,13 @@ struct FwdKernelParams {
   const float* sinks;  // SinkLearned only
   int64_t sinks_stride;
   Kv kv;  // KV operand policy (sm90_kv.h): contiguous or paged
+  // Split-KV (sched.num_splits > 1): each split writes its normalised fp32 O and natural-log LSE
+  // (sinks left out: the combine adds them) to part_o [split][flat_row][hq][dv] and part_lse
+  // [split][flat_row][hq], flat_row = q_batch * seqs.q_rows + q_offset + row, the layout the
+  // split-KV combine (portable/combine_kernel.cuh) reads; O and LSE are then not written here.
+  float* part_o;
+  float* part_lse;
+  int64_t part_rows;
 };
 
 // Named barriers (user ids, CUTLASS adds its reserved count) for the consumers' ping-pong.
@@ -353,7 +362,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const WorkTile w = p.sched.tile(t);
       const SeqInfo si = p.seqs.get(w.batch);
       if (w.m_block * kBlockM >= si.sq) continue;  // past this sequence's end (varlen)
-      const KvTileRange kr = kv_tile_range<kBlockM, kBlockN>(mask, w.m_block, si.sq, si.sk);
+      const KvTileRange kr = split_kv_range(kv_tile_range<kBlockM, kBlockN>(mask, w.m_block, si.sq, si.sk),
+                                            w.split, p.sched.num_splits);
       if (kr.end <= kr.begin) continue;  // the consumers write this tile without reading anything
       const int kv_head = w.head / p.group;
       Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, w.head, si.q_batch)),
@@ -455,6 +465,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // epilogue) rather than kept live through the KV loop, which has no registers to spare.
   WorkTile w{};
   int row0 = 0;  // first query row of the current work tile
+  // Its head and split for the epilogue. At D <= 128 packed (head · num_splits + split), so one
+  // register carries both through the KV loop: d128 local_softcap spilled inside the KV loop with
+  // two (ptxas, sm_90a). At D = 256 packing made the local variants spill more (2-3x the bytes),
+  // so there they stay apart.
+  constexpr bool kPackHeadSplit = kD <= 128;
+  int head_split = 0, split_only = 0;
 
   // GEMM issue helpers: they only issue and commit one wgmma batch; the caller waits.
   auto issue_s = [&](int stage) CUTLASS_LAMBDA_FUNC_INLINE {
@@ -581,6 +597,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (t >= num_tiles) break;
     w = p.sched.tile(t);
     row0 = w.m_block * kBlockM;
+    if constexpr (kPackHeadSplit) {
+      head_split = w.head * p.sched.num_splits.d + w.split;
+    } else {
+      head_split = w.head;
+      split_only = w.split;
+    }
     KvTileRange kr;
     {
       const SeqInfo si = p.seqs.get(w.batch);
@@ -588,6 +610,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       kr = kv_tile_range<kBlockM, kBlockN>(mask, w.m_block, si.sq, si.sk);
       // Without a left edge the range starts at tile 0 with no masked tile below the full ones.
       if constexpr (!Mask::kLeftEdge) kr.begin = kr.full_begin = 0;
+      // A split's share starts where it starts (full_begin == begin still holds without a left
+      // edge); as the producer's.
+      kr = split_kv_range(kr, w.split, p.sched.num_splits);
     }
     clear(tOrO);
     CUTE_UNROLL
@@ -648,7 +673,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         for (; n >= kr.full_begin; --n) step(n, cute::false_type{});
         for (; n >= kr.begin; --n) step(n, cute::true_type{});
       } else {
-        for (; n >= 0; --n) step(n, cute::false_type{});
+        for (; n >= kr.begin; --n) step(n, cute::false_type{});
       }
 
       // Epilogue of the loop: the last P·V.
@@ -664,8 +689,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     // ---------------- epilogue of the tile
     const SeqInfo si = p.seqs.get(w.batch);
-    const int64_t o_base = si.q_batch * p.o_batch + int64_t{si.q_offset} * p.o_row + w.head * p.o_head;
+    int head = head_split, split = split_only;
+    if constexpr (kPackHeadSplit) p.sched.num_splits.divmod(head_split, head, split);
+    const int64_t o_base = si.q_batch * p.o_batch + int64_t{si.q_offset} * p.o_row + head * p.o_head;
     const float kLn2 = 0.69314718055994530942f;
+    const bool split_out = p.part_o != nullptr;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       float sum = quad_sum(row_sum[r]);
@@ -673,10 +701,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       float inv = empty ? 0.f : 1.f / sum;
       float lse_log2 = row_max[r] * scale_log2 + __log2f(sum);
       if constexpr (Sinks::kEnabled) {
-        // The sink joins the denominator in the frame of the larger of it and the row max.
-        if (!empty) {
+        // The sink joins the denominator in the frame of the larger of it and the row max. A
+        // split's partial leaves it out: the combine adds it once, as one more state.
+        if (!empty && !split_out) {
           const float m = row_max[r] * scale_log2;
-          const float s = Sinks{p.sinks, p.sinks_stride}.log2_sink(w.head);
+          const float s = Sinks{p.sinks, p.sinks_stride}.log2_sink(head);
           const float mf = fmaxf(m, s);
           const float c = exp2f(m - mf);
           const float denom = sum * c + exp2f(s - mf);
@@ -686,12 +715,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
       const int row = row0 + get<0>(cOrc(r, 0));
       const bool row_ok = row < si.sq;  // the same for the four lanes of a quad
+      const int q = tidx % 4;
+      if (split_out) {
+        // fp32 partial: each lane stores its column pairs as 8-byte words, so a quad fills the
+        // 32 bytes of each n8 block. An empty row (or split) writes O = 0 and LSE = -inf.
+        const int64_t prow = int64_t{split} * p.part_rows +
+                             int64_t{si.q_batch} * p.seqs.q_rows + si.q_offset + row;
+        float* po = p.part_o + (prow * p.hq + head) * kDv;
+        if (row_ok) {
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(O); c += 2)
+            *reinterpret_cast<float2*>(po + get<1>(cOrc(r, c))) =
+                make_float2(O(r, c) * inv, O(r, c + 1) * inv);
+          if (q == 0) p.part_lse[prow * p.hq + head] = empty ? -INFINITY : lse_log2 * kLn2;
+        }
+        continue;
+      }
       // A quad holds 8 columns of each n8 block of its row, 4 bytes per lane; after a transpose
       // of four blocks inside the quad each lane stores one block's 16 contiguous bytes, so a
       // warp's store fills whole 32-byte sectors (4-byte stores filled half of each). The
       // shuffles run on every lane; only the stores are skipped past Sq.
       Element* out = p.o + o_base + int64_t{row} * p.o_row;
-      const int q = tidx % 4;
       static_assert(decltype(size<1>(O))::value % 8 == 0, "O's columns come in groups of four n8 blocks");
       CUTE_UNROLL
       for (int g = 0; g < size<1>(O) / 8; ++g) {
@@ -707,7 +751,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if (row_ok && p.lse != nullptr && q == 0) {
         const float lse = empty ? -INFINITY : lse_log2 * kLn2;
         p.lse[si.q_batch * p.lse_batch + int64_t{si.q_offset + row} * p.lse_row +
-              w.head * p.lse_head] = lse;
+              head * p.lse_head] = lse;
       }
     }
   }

@@ -75,11 +75,17 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   sched.varlen.num_m_blocks = (a.max_seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   sched.varlen.num_heads = a.hq;
   sched.varlen.num_batch = a.batch;
+  if (a.num_splits < 1 || a.num_splits > kSm90MaxSplits ||
+      (a.num_splits > 1 && (a.part_o == nullptr || a.part_lse == nullptr || a.part_rows < 1)))
+    return Status::Invalid("sm90 attention: num_splits must be in [1, " +
+                           std::to_string(kSm90MaxSplits) +
+                           "], and more than one split needs the partial O / LSE workspace");
+  sched.num_splits = FastDiv(a.num_splits);
   const int m_blocks = sched.use_varlen ? sched.varlen.num_m_blocks : sched.fixed.num_m_blocks;
-  const int64_t num_tiles = int64_t{m_blocks} * a.hq * a.batch;
+  const int64_t num_tiles = int64_t{m_blocks} * a.hq * a.batch * a.num_splits;
   if (num_tiles == 0) return Status::Ok();
   if (num_tiles >= (int64_t{1} << 30))
-    return Status::Unsupported("sm90 attention: 2^30 or more work tiles");
+    return Status::Unsupported("sm90 attention: 2^30 or more work tiles (splits included)");
   // The scheduler sizes the grid: persistent (one CTA per SM, as shared memory allows no more)
   // or one CTA per tile.
   int device = 0, sms = 0;
@@ -93,7 +99,8 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
            static_cast<Element*>(a.o), a.o_batch, a.o_row, a.o_head,
            a.lse, a.lse_batch, a.lse_row, a.lse_head,
            a.q_batches, a.k_batches, a.hq, a.hkv, a.hq / a.hkv, sched,
-           a.pingpong ? 1 : 0, seqs, mask, a.scale, a.softcap, a.sinks, a.sinks_stride, kv};
+           a.pingpong ? 1 : 0, seqs, mask, a.scale, a.softcap, a.sinks, a.sinks_stride, kv,
+           a.num_splits > 1 ? a.part_o : nullptr, a.part_lse, a.part_rows};
 
   auto kernel = &sm90_fwd_kernel<Cfg, Sched, Mask, Mod, Sinks, Kv>;
   constexpr int kSmem = static_cast<int>(sizeof(SharedStorage<Cfg>));

@@ -11,6 +11,9 @@ namespace attnkit::gpu {
 // only with page sizes that are a multiple of it.
 constexpr int sm90_kv_block(int d) { return d <= 192 ? 128 : 64; }
 
+// Most split-KV splits per query tile (the portable planner caps at the same count).
+constexpr int kSm90MaxSplits = 128;
+
 struct Sm90FwdArgs {
   // Batched: Q/O [B, Sq, Hq, D], K/V [B, Sk, Hkv, D]. Ragged Q (cu_q): Q/O [total_q, Hq, D], LSE
   // [total_q, Hq]; ragged K (cu_k): K/V [total_k, Hkv, D]. A ragged tensor has batch extent 1 and
@@ -54,6 +57,14 @@ struct Sm90FwdArgs {
   float softcap = 0.f;
   const float* sinks = nullptr;
   int64_t sinks_stride = 1;
+
+  // Split-KV (num_splits > 1): every variant, at run time. Each split writes normalised fp32
+  // partial O [split][part_rows][hq][Dv] and natural-log LSE [split][part_rows][hq] (sinks left
+  // out), part_rows = batch * sq (ragged Q: total_q); o and lse are left to the combine kernel.
+  int num_splits = 1;
+  float* part_o = nullptr;
+  float* part_lse = nullptr;
+  int64_t part_rows = 0;
 };
 
 }  // namespace attnkit::gpu

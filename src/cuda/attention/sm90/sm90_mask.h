@@ -17,6 +17,7 @@
 // inside (-2^31, 2^31).
 #pragma once
 
+#include "cuda/common/fast_divmod.h"
 
 #if defined(__CUDACC__)
 #define ATTNKIT_SM90_MASK_HD __host__ __device__ __forceinline__
@@ -112,6 +113,23 @@ ATTNKIT_SM90_MASK_HD KvTileRange kv_tile_range(const Mask& m, int m_block, int s
   fe = fe < fb ? fb : (fe > r.end ? r.end : fe);
   r.full_begin = fb;
   r.full_end = fe;
+  return r;
+}
+
+// Split `split` of `num_splits` (split-KV) takes an even share of a query tile's KV tiles, in
+// order: with count = end - begin = q·S + rem, splits below rem get q + 1 tiles and the others q,
+// so a split past the count gets none. The fully visible tiles stay those of the whole range,
+// clamped into the share, so a share needs the mask exactly where the whole range did.
+ATTNKIT_SM90_MASK_HD KvTileRange split_kv_range(KvTileRange r, int split, const FastDiv& num_splits) {
+  if (num_splits.d <= 1 || r.end <= r.begin) return r;
+  int q, rem;
+  num_splits.divmod(r.end - r.begin, q, rem);
+  const int b = r.begin + q * split + (split < rem ? split : rem);
+  const int e = b + q + (split < rem ? 1 : 0);
+  r.begin = b;
+  r.end = e;
+  r.full_begin = r.full_begin < b ? b : (r.full_begin > e ? e : r.full_begin);
+  r.full_end = r.full_end < r.full_begin ? r.full_begin : (r.full_end > e ? e : r.full_end);
   return r;
 }
 

@@ -25,11 +25,16 @@
 //   longest sequences and (causal) see the most keys, so the longest work goes first and the short
 //   tiles fill the end. The lengths live on the device, so no host-side sort is possible.
 // WithVarlen<S>: the scheduler a kernel carries: S for batched requests, VarlenScheduler when the
-//   request has per-sequence lengths (a run-time choice: no extra instantiation).
+//   request has per-sequence lengths (a run-time choice: no extra instantiation). Split-KV
+//   (num_splits > 1) multiplies the work tiles: the split is the fastest factor of the index, so
+//   the splits of one query tile run side by side (on neighbouring CTAs, or launched together)
+//   and keep the order above between query tiles. num_splits is a run-time value too.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
+
+#include "cuda/common/fast_divmod.h"
 
 #if defined(__CUDACC__)
 #define ATTNKIT_SM90_HD __host__ __device__ __forceinline__
@@ -43,6 +48,7 @@ struct WorkTile {
   int m_block;
   int head;
   int batch;
+  int split = 0;  // which share of the query tile's KV tiles (split-KV), else 0
 };
 
 struct PersistentScheduler {
@@ -126,15 +132,26 @@ struct WithVarlen {
   Fixed fixed;
   VarlenScheduler varlen;
   int use_varlen = 0;
+  // Split-KV splits per query tile; a multiply-shift (exact below 2^31 tiles), as the producer
+  // has 24 registers and an integer divide needs more.
+  FastDiv num_splits{1};
 
-  ATTNKIT_SM90_HD int num_tiles() const { return use_varlen ? varlen.num_tiles() : fixed.num_tiles(); }
+  ATTNKIT_SM90_HD int num_tiles() const {
+    return (use_varlen ? varlen.num_tiles() : fixed.num_tiles()) * num_splits.d;
+  }
   int grid(int num_tiles, int sms) const {
     return use_varlen ? VarlenScheduler::grid(num_tiles, sms) : Fixed::grid(num_tiles, sms);
   }
   ATTNKIT_SM90_HD int tile_index(int cta, int round, int grid) const {
     return use_varlen ? varlen.tile_index(cta, round, grid) : fixed.tile_index(cta, round, grid);
   }
-  ATTNKIT_SM90_HD WorkTile tile(int idx) const { return use_varlen ? varlen.tile(idx) : fixed.tile(idx); }
+  ATTNKIT_SM90_HD WorkTile tile(int idx) const {
+    int inner, split;
+    num_splits.divmod(idx, inner, split);
+    WorkTile t = use_varlen ? varlen.tile(inner) : fixed.tile(inner);
+    t.split = split;
+    return t;
+  }
 };
 
 // The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes). Causal at d128
