@@ -199,19 +199,12 @@ __device__ __forceinline__ void qk_tiles(float (&acc)[4][4], const T* x, const T
   }
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(IntraParams p, SeqLayout L) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  IntraSmem<T>& sm = *reinterpret_cast<IntraSmem<T>*>(smem_raw);
-  const int hv = blockIdx.y;
-  ChunkPos c;
-  if (!locate_chunk(L, blockIdx.x, &c)) return;
-  const int hq = hv / (p.HV / p.H);
+// Gate cumsum (warp 0, two tokens per lane; written to g_cum_out if defined) and beta (warps 1-2)
+// of one (chunk, value head) into shared memory; no barrier. Rows past len repeat the last cumsum
+// so every exponent stays finite, and get beta 0. Also used by the sm90 kernel (gdn_intra_sm90.cuh).
+__device__ __forceinline__ void intra_gates(const IntraParams& p, const ChunkPos& c, int hv, float* gc, float* bt) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int len = c.len;
-
-  // Gates: warp 0 scans two tokens per lane; rows past len repeat the last cumsum so every
-  // exponent stays finite (their K, V and beta are zero).
   if (warp == 0) {
     const int64_t gb = c.batch * p.g.sb + c.row0 * p.g.st + hv * p.g.sh;
     const int i0 = 2 * lane, i1 = i0 + 1;
@@ -230,8 +223,8 @@ __global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(I
     }
     const int last = len - 1;
     const float lastv = __shfl_sync(0xffffffffu, (last & 1) ? x1 : x0, last >> 1);
-    sm.gc[i0] = i0 < len ? x0 : lastv;
-    sm.gc[i1] = i1 < len ? x1 : lastv;
+    gc[i0] = i0 < len ? x0 : lastv;
+    gc[i1] = i1 < len ? x1 : lastv;
     if (p.g_cum_out.defined()) {
       const Tok& o = p.g_cum_out;
       const int64_t ob = c.batch * o.sb + c.row0 * o.st + hv * o.sh;
@@ -240,10 +233,23 @@ __global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(I
     }
   } else if (warp == 1 || warp == 2) {
     const int i = tid - 32;
-    sm.bt[i] = i < len ? ld_any(p.beta.p, p.beta.dt, c.batch * p.beta.sb + (c.row0 + i) * p.beta.st +
-                                                      hv * p.beta.sh)
-                       : 0.f;
+    bt[i] = i < len ? ld_any(p.beta.p, p.beta.dt, c.batch * p.beta.sb + (c.row0 + i) * p.beta.st + hv * p.beta.sh)
+                    : 0.f;
   }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(IntraParams p, SeqLayout L) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  IntraSmem<T>& sm = *reinterpret_cast<IntraSmem<T>*>(smem_raw);
+  const int hv = blockIdx.y;
+  ChunkPos c;
+  if (!locate_chunk(L, blockIdx.x, &c)) return;
+  const int hq = hv / (p.HV / p.H);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int len = c.len;
+
+  intra_gates(p, c, hv, sm.gc, sm.bt);
   const bool need_wu = p.w.defined() || p.u.defined();
   const bool need_a = p.a_inv_out.defined() || need_wu;
   if (!need_a) return;  // cumsum only (whole block leaves together: no barrier follows)
