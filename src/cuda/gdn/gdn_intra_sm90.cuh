@@ -34,6 +34,7 @@
 #include <cutlass/numeric_types.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "attnkit/status.h"
 #include "cuda/common/cuda_check.h"
@@ -97,6 +98,30 @@ struct IntraSm90Params {
 template <class E, class Tile>
 CUTE_DEVICE void zero_rows_past(Tile& t, int len) {
   for (int x = threadIdx.x; x < (kChunk - len) * 128; x += IntraCfg<E>::kThreads) t(len + x / 128, x % 128) = E(0.f);
+}
+
+// The CUDA 16-bit type of a CUTLASS one (gdn_device.cuh's helpers take the former).
+template <class E>
+using NativeOf = std::conditional_t<std::is_same_v<E, cutlass::bfloat16_t>, __nv_bfloat16, __half>;
+
+// A warpgroup's m64n64 accumulator tile, element i's value val(i), to the 16-bit rows of dst
+// (row 0, column 0; rows < len; rows 16-byte aligned): the thread's rows r0 and r0 + 8 leave
+// as whole 16-byte pieces through store_acc_rows16's quad transpose (the accumulator of a warp
+// is laid out as mma.sync's m16n8 C fragments: element e + 4 b is e of n-tile b).
+template <class E, class F>
+CUTE_DEVICE void store_rows64(E* dst, int64_t st, int len, int r0, int t, F&& val) {
+  using N = NativeOf<E>;
+  CUTE_UNROLL
+  for (int grp = 0; grp < 2; ++grp) {
+    float v[4][4];
+    CUTE_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      CUTE_UNROLL
+      for (int e = 0; e < 4; ++e) v[j][e] = val(16 * grp + 4 * j + e);
+    }
+    N* const b = reinterpret_cast<N*>(dst) + 32 * grp;
+    store_acc_rows16<N>(b + r0 * st, b + (r0 + 8) * st, v, r0 < len, r0 + 8 < len, t);
+  }
 }
 
 // acc = A B (this warpgroup's m64n64 tile; A, B partitioned smem fragments, k-blocks in mode 2).
@@ -185,6 +210,9 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
   Tensor cX = thr_xk.partition_C(make_identity_tensor(Shape<_64, _64>{}));
   check_acc_layout(accX);
   static_assert(decltype(size(accX))::value == 32);
+  // The thread's first accumulator row and its column pair within each 8-column block (the same
+  // in every m64n64 accumulator of the warpgroup).
+  const int acc_r0 = get<0>(cX(0)), acc_t = get<1>(cX(0)) / 2;
   wg_gemm(mma_xk, accX, thr_xk.partition_fragment_A(wg == 0 ? sK : sQ), thr_xk.partition_fragment_B(sK));
   __syncthreads();  // Q's tile is free for the second value head's V
 
@@ -216,19 +244,13 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
         ss.u.am[r * kLdA + k] = (r > k && r < len) ? ss.bt[r] * accX(i) * __expf(ss.gc[r] - ss.gc[k]) : 0.f;
       }
     } else {
-      // P (i, j) = (Q K^T)(i, j) exp(g_i - g_j) on and below the diagonal, rows < len; element
-      // pairs (2q, 2q + 1) are adjacent columns.
+      // P (i, j) = (Q K^T)(i, j) exp(g_i - g_j) on and below the diagonal, rows < len.
       const Tok& o = ip.p_out;
       E* const pb = static_cast<E*>(o.p) + c.batch * o.sb + c.row0 * o.st + int64_t{hv} * o.sh;
-      CUTE_UNROLL
-      for (int q = 0; q < 16; ++q) {
-        const int r = get<0>(cX(2 * q)), k = get<1>(cX(2 * q));
-        if (r >= len) continue;
-        const float gr = ss.gc[r];
-        const float v0 = k <= r ? accX(2 * q) * __expf(gr - ss.gc[k]) : 0.f;
-        const float v1 = k + 1 <= r ? accX(2 * q + 1) * __expf(gr - ss.gc[k + 1]) : 0.f;
-        *reinterpret_cast<uint32_t*>(pb + r * o.st + k) = pack2f<E>(v0, v1);
-      }
+      store_rows64(pb, o.st, len, acc_r0, acc_t, [&](int i) {
+        const int r = get<0>(cX(i)), k = get<1>(cX(i));
+        return k <= r ? accX(i) * __expf(ss.gc[r] - ss.gc[k]) : 0.f;
+      });
     }
     __syncthreads();
     invert_unit_lower(ss.u.am, ss.tm);  // ends with a barrier
@@ -269,7 +291,7 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
     __syncthreads();
 
     // Two 64-column halves (one accumulator live beside the raw product), each stored from
-    // registers, rows < len, adjacent column pairs as 4-byte stores.
+    // registers, rows < len.
     E* const x_base = wg == 0 ? ss.xv[slot].data() : ss.k.data();
     const Tok& dst = wg == 0 ? ip.u : ip.w;
     E* const ob = static_cast<E*>(dst.p) + c.batch * dst.sb + c.row0 * dst.st + int64_t{hv} * dst.sh;
@@ -277,12 +299,7 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
     for (int nh = 0; nh < 2; ++nh) {
       Tensor sB = make_tensor(make_smem_ptr(x_base + nh * 64 * 64), typename Cfg::LayHalfMN{});
       wg_gemm_hilo(mma_tx, accY, tAh, tAl, thr_tx.partition_fragment_B(sB));
-      CUTE_UNROLL
-      for (int q = 0; q < 16; ++q) {
-        const int r = get<0>(cY(2 * q)), k = get<1>(cY(2 * q));
-        if (r < len)
-          *reinterpret_cast<uint32_t*>(ob + r * dst.st + 64 * nh + k) = pack2f<E>(accY(2 * q), accY(2 * q + 1));
-      }
+      store_rows64(ob + 64 * nh, dst.st, len, acc_r0, acc_t, [&](int i) { return accY(i); });
     }
     __syncthreads();  // T's halves, A / T and this V slot are free for the next value head
   }

@@ -1,5 +1,5 @@
 // Dispatch of the WGMMA/TMA intra kernel of the whole forward (gdn_intra_sm90.cuh): checks what its
-// TMA loads and paired stores need. sm_90a builds only; other builds answer Unsupported.
+// TMA loads and 16-byte stores need. sm_90a builds only; other builds answer Unsupported.
 #include <cstdint>
 
 #include "cuda/gdn/chunk_launch.h"
@@ -16,10 +16,6 @@ namespace {
 bool aligned16(const Tok& x) {
   return (reinterpret_cast<uintptr_t>(x.p) & 15) == 0 && x.sb % 8 == 0 && x.st % 8 == 0 && x.sh % 8 == 0;
 }
-// 4-byte stores of adjacent column pairs at every (batch, row, head).
-bool pairs(const Tok& x) {
-  return (reinterpret_cast<uintptr_t>(x.p) & 3) == 0 && x.sb % 2 == 0 && x.st % 2 == 0 && x.sh % 2 == 0;
-}
 
 template <class E>
 Status dispatch(const IntraParams& p, const SeqLayout& L, int64_t max_chunks, cudaStream_t s, int dt) {
@@ -29,10 +25,9 @@ Status dispatch(const IntraParams& p, const SeqLayout& L, int64_t max_chunks, cu
     return Status::Internal("gdn sm90 intra: only the whole forward's outputs (W, U, P) are supported");
   for (const Tok* t : {&p.q, &p.k, &p.v, &p.w, &p.u, &p.p_out})
     if (t->dt != dt) return Status::Internal("gdn sm90 intra: q, k, v, W, U and P must share the 16-bit dtype");
-  if (!aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v))
-    return Status::Internal("gdn sm90 intra: q, k and v need 16-byte aligned rows");
-  if (!pairs(p.w) || !pairs(p.u) || !pairs(p.p_out))
-    return Status::Internal("gdn sm90 intra: W, U and P need 4-byte aligned column pairs");
+  // q, k, v: TMA boxes; W, U, P: 16-byte stores.
+  for (const Tok* t : {&p.q, &p.k, &p.v, &p.w, &p.u, &p.p_out})
+    if (!aligned16(*t)) return Status::Internal("gdn sm90 intra: q, k, v, W, U and P need 16-byte aligned rows");
   if (p.H <= 0 || p.HV % p.H != 0 || p.H > 65535)
     return Status::Internal("gdn sm90 intra: HV must be a multiple of H (at most 65535 q/k heads)");
   if (L.T > INT32_MAX - kChunk || max_chunks > INT32_MAX)
