@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
     GdnOutputArgs oa{q.view(), k.view(), vn.view(), h.view(), gc.view(), cuv, o.view()};
     const double ms_o = median_ms([&] { check(gdn_chunk_output(oa), "output"); }, 20);
     const double bytes_o = (2.0 * T * H * D + 2.0 * T * HV * D + double(C) * HV * D * D) * 2 + T * HV * 4.0;
-    std::printf("forward %-12s T=%-6ld   %9.4f ms  %8.2f Mtok/s | kkt+inv %.4f ms  state %.4f ms  output %.4f ms (%.1f GB/s) | mma.sync forward %.4f ms, mma.sync intra only %.4f ms\n",
+    std::printf("forward %-12s T=%-6ld   %9.4f ms  %8.2f Mtok/s | kkt+inv %.4f ms  state %.4f ms  output %.4f ms (%.1f GB/s) | mma.sync fwd %.4f ms, mma intra %.4f ms\n",
                 c.name, long(T), ms, T / ms / 1e3, ms_kkt, ms_h, ms_o, bytes_o / ms_o / 1e6, ms_mma,
                 ms_mma_intra);
   }
