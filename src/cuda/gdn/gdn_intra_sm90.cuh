@@ -194,6 +194,8 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
     Bar::arrive_and_expect_tx(&ss.bar_v[0], Cfg::kTileBytes);
     load(p.tma_v, ip.HV, hq * p.group, ss.xv[0].data(), ss.bar_v[0]);
   }
+  // The first value head's gates while K and Q stream in (barriers follow before any use).
+  intra_gates(ip, c, hq * p.group, ss.gc, ss.bt);
   Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), LayRows{});
   Tensor sQ = make_tensor(make_smem_ptr(ss.xv[1].data()), LayRows{});
   Bar::wait(&ss.bar_kq, 0);
@@ -234,8 +236,10 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
       Bar::arrive_and_expect_tx(&ss.bar_v[slot ^ 1], Cfg::kTileBytes);
       load(p.tma_v, ip.HV, hv + 1, ss.xv[slot ^ 1].data(), ss.bar_v[slot ^ 1]);
     }
-    intra_gates(ip, c, hv, ss.gc, ss.bt);
-    __syncthreads();
+    // The next value head's gates: loads issued now, used (scanned and stored) once this head's
+    // last reads of gc / bt / cw are behind a barrier, so their latency hides behind the work.
+    GateRegs next_gates;
+    if (j + 1 < p.group) next_gates = intra_gates_load(ip, c, hv + 1, tid);
     if (tid < kChunk) ss.cw[tid] = ss.bt[tid] * __expf(ss.gc[tid]);  // read after later barriers
     if (wg == 0) {
       CUTE_UNROLL
@@ -301,7 +305,8 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
       wg_gemm_hilo(mma_tx, accY, tAh, tAl, thr_tx.partition_fragment_B(sB));
       store_rows64(ob + 64 * nh, dst.st, len, acc_r0, acc_t, [&](int i) { return accY(i); });
     }
-    __syncthreads();  // T's halves, A / T and this V slot are free for the next value head
+    if (j + 1 < p.group) intra_gates_store(ip, c, hv + 1, tid, next_gates, ss.gc, ss.bt);
+    __syncthreads();  // the next gates are stored; T's halves, A / T and this V slot are free
   }
 #endif
 }
