@@ -5,8 +5,9 @@
 // The per-stage columns time the public stage ops (gdn_kkt_inverse, gdn_state_pass writing h and
 // V_new, gdn_chunk_output reading them); the forward itself runs the fused intra kernel and the
 // fused state/output kernel, which a profiler times (e.g. ncu -k regex:'intra|state_output'). Each
-// forward row also times the forward with the mma.sync fused kernel (ATTNKIT_GDN_NO_WGMMA=1), what
-// GPUs other than sm_90 run, beside the default (WGMMA/TMA on sm_90).
+// forward row also times the forward with the mma.sync kernels (ATTNKIT_GDN_NO_WGMMA=1), what GPUs
+// other than sm_90 run, and with only the intra stage on mma.sync (ATTNKIT_GDN_INTRA_NO_WGMMA=1),
+// beside the default (WGMMA/TMA on sm_90).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -177,10 +178,14 @@ int main(int argc, char** argv) {
     a.final_state = fin.view();
     a.o = o.view();
     const double ms = median_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
-    // The same forward with the mma.sync fused state/output kernel (what non-Hopper GPUs run).
+    // The same forward with the mma.sync kernels (what non-Hopper GPUs run).
     setenv("ATTNKIT_GDN_NO_WGMMA", "1", 1);
     const double ms_mma = median_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
     unsetenv("ATTNKIT_GDN_NO_WGMMA");
+    // Only the intra stage on mma.sync (one CTA per value head): the WGMMA intra kernel's gain.
+    setenv("ATTNKIT_GDN_INTRA_NO_WGMMA", "1", 1);
+    const double ms_mma_intra = median_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
+    unsetenv("ATTNKIT_GDN_INTRA_NO_WGMMA");
     // Stages alone, on bf16 intermediates as the forward keeps them.
     TensorView cuv = cu.empty() ? TensorView{} : cu.view();
     Buffer gc(DType::kFloat32, {1, T, HV}, cuda(0));
@@ -196,8 +201,9 @@ int main(int argc, char** argv) {
     GdnOutputArgs oa{q.view(), k.view(), vn.view(), h.view(), gc.view(), cuv, o.view()};
     const double ms_o = median_ms([&] { check(gdn_chunk_output(oa), "output"); }, 20);
     const double bytes_o = (2.0 * T * H * D + 2.0 * T * HV * D + double(C) * HV * D * D) * 2 + T * HV * 4.0;
-    std::printf("forward %-12s T=%-6ld   %9.4f ms  %8.2f Mtok/s | kkt+inv %.4f ms  state %.4f ms  output %.4f ms (%.1f GB/s) | mma.sync fused forward %.4f ms\n",
-                c.name, long(T), ms, T / ms / 1e3, ms_kkt, ms_h, ms_o, bytes_o / ms_o / 1e6, ms_mma);
+    std::printf("forward %-12s T=%-6ld   %9.4f ms  %8.2f Mtok/s | kkt+inv %.4f ms  state %.4f ms  output %.4f ms (%.1f GB/s) | mma.sync fwd %.4f ms, mma intra %.4f ms\n",
+                c.name, long(T), ms, T / ms / 1e3, ms_kkt, ms_h, ms_o, bytes_o / ms_o / 1e6, ms_mma,
+                ms_mma_intra);
   }
   return 0;
 }

@@ -2,7 +2,7 @@
 // own inputs for it, fp32 and bf16 intermediates) and the whole forward (uneven ragged batches, a
 // sequence shorter than a chunk, an empty one, initial/final states, L2 norm, fp16, and a 64k-token
 // sequence with slow gates where error could accumulate), each variant of its fused state/output
-// kernel included. Outputs are poisoned first.
+// kernel and of its intra kernel included. Outputs are poisoned first.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -126,6 +126,30 @@ TEST(GdnChunkCuda, ForwardEachFusedKernelVariant) {
     setenv(name, value, 1);
     run_forward(c, 6);
     unsetenv(name);
+  }
+}
+// The forward's intra stage comes in variants too (on sm_90: WGMMA + TMA, one CTA per q/k head
+// walking its value heads; elsewhere, or with ATTNKIT_GDN_INTRA_NO_WGMMA=1 or
+// ATTNKIT_GDN_NO_WGMMA=1: mma.sync, one CTA per value head). Each against the CPU reference on
+// ragged chunks (empty, one-token, partial), three value heads per q/k head (the V tiles' double
+// buffer reused), and fp16 with L2 norm.
+TEST(GdnChunkCuda, ForwardEachIntraKernelVariant) {
+  const ChunkCase cases[] = {
+      {1, 480, 2, 4, {0, 37, 37, 300, 301, 480}, DType::kBFloat16, false, true},
+      {2, 200, 1, 3, {}, DType::kBFloat16, false, true},
+      {1, 130, 2, 2, {}, DType::kFloat16, true, true}};
+  const std::pair<const char*, const char*> variants[] = {
+      {"", ""}, {"ATTNKIT_GDN_INTRA_NO_WGMMA", "1"}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
+  uint64_t seed = 20;
+  for (const ChunkCase& c : cases) {
+    for (const auto& [name, value] : variants) {
+      SCOPED_TRACE(std::string("H=") + std::to_string(c.H) + " HV=" + std::to_string(c.HV) + " " +
+                   (*name ? std::string(name) + "=" + value : std::string("default")));
+      if (*name) setenv(name, value, 1);
+      run_forward(c, seed);
+      if (*name) unsetenv(name);
+    }
+    ++seed;
   }
 }
 TEST(GdnChunkCuda, ForwardLongSequenceSlowGates) {

@@ -194,19 +194,35 @@ Status run_state(DType dt, const gdn_cuda::StateParams& p, const StageCall& c) {
   return dt == DType::kBFloat16 ? gdn_cuda::launch_state_bf16(p, layout(seq, off), s)
                                 : gdn_cuda::launch_state_fp16(p, layout(seq, off), s);
 }
-// The fused state/output kernel on WGMMA + TMA where the build has sm_90a code and the device is
-// an sm_90 one; the mma.sync kernel elsewhere. ATTNKIT_GDN_NO_WGMMA=1 in the environment forces
-// the mma.sync kernel on Hopper too, for side-by-side timings (gdn_bench).
-bool use_sm90_state_output(int device) {
+// The forward's WGMMA/TMA kernels (intra and fused state/output) where the build has sm_90a code
+// and the device is an sm_90 one; the mma.sync kernels elsewhere. In the environment,
+// ATTNKIT_GDN_NO_WGMMA=1 forces the mma.sync kernels of both stages on Hopper too (what other GPUs
+// run, for side-by-side timings: gdn_bench), ATTNKIT_GDN_INTRA_NO_WGMMA=1 those of the intra stage
+// only (tests, timings of one stage's kernels against the other's).
+bool env_is_1(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string(v) == "1";
+}
+bool use_sm90(int device) {
 #if defined(ATTNKIT_HAS_SM90A)
   CudaDeviceInfo d;
   if (!cuda_device_info(device, &d).ok() || d.cc_major != 9 || d.cc_minor != 0) return false;
-  const char* no = std::getenv("ATTNKIT_GDN_NO_WGMMA");
-  return no == nullptr || std::string(no) != "1";
+  return !env_is_1("ATTNKIT_GDN_NO_WGMMA");
 #else
   (void)device;
   return false;
 #endif
+}
+bool use_sm90_state_output(int device) { return use_sm90(device); }
+bool use_sm90_intra(int device) { return use_sm90(device) && !env_is_1("ATTNKIT_GDN_INTRA_NO_WGMMA"); }
+
+// The whole forward's intra stage (every output but the inverse).
+Status run_intra_forward(DType dt, const gdn_cuda::IntraParams& p, const StageCall& c, int device) {
+  const gdn_cuda::SeqArgs& seq = c.seq();
+  if (seq.max_chunks == 0 || p.HV == 0 || !use_sm90_intra(device)) return run_intra(dt, p, c);
+  const gdn_cuda::SeqLayout L = layout(seq, c.offsets());
+  return dt == DType::kBFloat16 ? gdn_cuda::launch_intra_sm90_bf16(p, L, seq.max_chunks, c.stream())
+                                : gdn_cuda::launch_intra_sm90_fp16(p, L, seq.max_chunks, c.stream());
 }
 
 Status run_state_output(DType dt, const gdn_cuda::StateOutParams& p, const StageCall& c, int device) {
@@ -393,7 +409,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   ip.p_out = pm;
   ip.H = static_cast<int>(p.H);
   ip.HV = static_cast<int>(p.HV);
-  ATTNKIT_RETURN_IF_ERROR(run_intra(p.dtype, ip, call));
+  ATTNKIT_RETURN_IF_ERROR(run_intra_forward(p.dtype, ip, call, p.device.index));
 
   gdn_cuda::StateOutParams sp;
   sp.q = q;

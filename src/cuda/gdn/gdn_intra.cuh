@@ -199,6 +199,65 @@ __device__ __forceinline__ void qk_tiles(float (&acc)[4][4], const T* x, const T
   }
 }
 
+// Gate cumsum (warp 0, two tokens per lane; written to g_cum_out if defined) and beta (warps 1-2)
+// of one (chunk, value head) into shared memory, in two halves so a kernel can issue the loads
+// early and use them later (the sm90 kernel, gdn_intra_sm90.cuh, loads the next value head's while
+// it works on the current one): intra_gates_load returns the thread's raw values, intra_gates_store
+// scans and stores them; no barrier. Rows past len repeat the last cumsum so every exponent stays
+// finite, and get beta 0. `tid` is the thread's index in the block; threads 0-95 take part.
+struct GateRegs {
+  float a = 0.f, b = 0.f;  // warp 0: raw g of tokens 2 lane, 2 lane + 1; warps 1-2: beta of token tid - 32
+};
+__device__ __forceinline__ GateRegs intra_gates_load(const IntraParams& p, const ChunkPos& c, int hv, int tid) {
+  const int lane = tid & 31, warp = tid >> 5, len = c.len;
+  GateRegs r;
+  if (warp == 0) {
+    const int64_t gb = c.batch * p.g.sb + c.row0 * p.g.st + hv * p.g.sh;
+    const int i0 = 2 * lane, i1 = i0 + 1;
+    r.a = i0 < len ? ld_any(p.g.p, 0, gb + i0 * p.g.st) : 0.f;
+    r.b = i1 < len ? ld_any(p.g.p, 0, gb + i1 * p.g.st) : 0.f;
+  } else if (warp == 1 || warp == 2) {
+    const int i = tid - 32;
+    r.a = i < len ? ld_any(p.beta.p, p.beta.dt, c.batch * p.beta.sb + (c.row0 + i) * p.beta.st + hv * p.beta.sh)
+                  : 0.f;
+  }
+  return r;
+}
+__device__ __forceinline__ void intra_gates_store(const IntraParams& p, const ChunkPos& c, int hv, int tid,
+                                                  const GateRegs& r, float* gc, float* bt) {
+  const int lane = tid & 31, warp = tid >> 5, len = c.len;
+  if (warp == 0) {
+    const int i0 = 2 * lane, i1 = i0 + 1;
+    float x0 = r.a, x1 = r.b;
+    if (!p.g_is_cum) {
+      float s = r.a + r.b;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const float y = __shfl_up_sync(0xffffffffu, s, o);
+        if (lane >= o) s += y;
+      }
+      x0 = s - r.b;
+      x1 = s;
+    }
+    const int last = len - 1;
+    const float lastv = __shfl_sync(0xffffffffu, (last & 1) ? x1 : x0, last >> 1);
+    gc[i0] = i0 < len ? x0 : lastv;
+    gc[i1] = i1 < len ? x1 : lastv;
+    if (p.g_cum_out.defined()) {
+      const Tok& o = p.g_cum_out;
+      const int64_t ob = c.batch * o.sb + c.row0 * o.st + hv * o.sh;
+      if (i0 < len) st_any(o.p, 0, ob + i0 * o.st, x0);
+      if (i1 < len) st_any(o.p, 0, ob + i1 * o.st, x1);
+    }
+  } else if (warp == 1 || warp == 2) {
+    bt[tid - 32] = r.a;
+  }
+}
+__device__ __forceinline__ void intra_gates(const IntraParams& p, const ChunkPos& c, int hv, float* gc, float* bt) {
+  const int tid = threadIdx.x;
+  intra_gates_store(p, c, hv, tid, intra_gates_load(p, c, hv, tid), gc, bt);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(IntraParams p, SeqLayout L) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -210,40 +269,7 @@ __global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(I
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int len = c.len;
 
-  // Gates: warp 0 scans two tokens per lane; rows past len repeat the last cumsum so every
-  // exponent stays finite (their K, V and beta are zero).
-  if (warp == 0) {
-    const int64_t gb = c.batch * p.g.sb + c.row0 * p.g.st + hv * p.g.sh;
-    const int i0 = 2 * lane, i1 = i0 + 1;
-    const float a = i0 < len ? ld_any(p.g.p, 0, gb + i0 * p.g.st) : 0.f;
-    const float b = i1 < len ? ld_any(p.g.p, 0, gb + i1 * p.g.st) : 0.f;
-    float x0 = a, x1 = b;
-    if (!p.g_is_cum) {
-      float s = a + b;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const float y = __shfl_up_sync(0xffffffffu, s, o);
-        if (lane >= o) s += y;
-      }
-      x0 = s - b;
-      x1 = s;
-    }
-    const int last = len - 1;
-    const float lastv = __shfl_sync(0xffffffffu, (last & 1) ? x1 : x0, last >> 1);
-    sm.gc[i0] = i0 < len ? x0 : lastv;
-    sm.gc[i1] = i1 < len ? x1 : lastv;
-    if (p.g_cum_out.defined()) {
-      const Tok& o = p.g_cum_out;
-      const int64_t ob = c.batch * o.sb + c.row0 * o.st + hv * o.sh;
-      if (i0 < len) st_any(o.p, 0, ob + i0 * o.st, x0);
-      if (i1 < len) st_any(o.p, 0, ob + i1 * o.st, x1);
-    }
-  } else if (warp == 1 || warp == 2) {
-    const int i = tid - 32;
-    sm.bt[i] = i < len ? ld_any(p.beta.p, p.beta.dt, c.batch * p.beta.sb + (c.row0 + i) * p.beta.st +
-                                                      hv * p.beta.sh)
-                       : 0.f;
-  }
+  intra_gates(p, c, hv, sm.gc, sm.bt);
   const bool need_wu = p.w.defined() || p.u.defined();
   const bool need_a = p.a_inv_out.defined() || need_wu;
   if (!need_a) return;  // cumsum only (whole block leaves together: no barrier follows)
