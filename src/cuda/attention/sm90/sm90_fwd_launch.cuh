@@ -29,6 +29,8 @@ namespace attnkit::gpu::sm90 {
 template <class Cfg, class Sched, class Mask, class Mod, class Sinks, class Kv>
 Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr int kHeadDim = Cfg::kHeadDim;
+  static_assert(Cfg::kBlockM == sm90_q_block(kHeadDim),
+                "the split planner (sm90_split_plan.h) counts work tiles of sm90_q_block rows");
   using Element = typename Cfg::Element;
   using Params = FwdKernelParams<Cfg, Sched, Kv>;
   Kv kv;
