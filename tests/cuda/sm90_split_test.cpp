@@ -277,7 +277,7 @@ TEST(Sm90Split, AutomaticCountMatchesOneSplit) {
       check_splits(c, {{1, 0}});
     }
   // Not a vacuous check: 32 or 4 work tiles on 78 SMs or more split (the unwindowed cases; the
-  // window's four KV tiles do not).
+  // window's few KV tiles, 4 at d128 and 7 at d256, do not).
   EXPECT_EQ(split_runs, 4);
 }
 
