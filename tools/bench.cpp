@@ -202,7 +202,8 @@ std::vector<Item> shape_set(const std::string& set, bool gpu) {
   } else if (set == "splitkv") {
     // Where split-KV pays: few query tiles over many keys (a short chunk of prefill, or a few
     // speculative tokens x the GQA group, on a long context), batch 1, GQA 32/8 d128 bf16, causal
-    // (bottom-right: nearly every key visible) and not. Compare --num-splits 1 and N in one run.
+    // (bottom-right: nearly every key visible) and not. Compare --num-splits 1, N and 0 (the
+    // planner's count) in one run.
     // (CPU: 1/8 of the lengths.)
     const int64_t div = gpu ? 1 : 8;
     for (int64_t sq : {128, 512})

@@ -1,7 +1,8 @@
-// Split-KV on the Hopper (sm_90a) prefill kernel: every case runs with 1, 3 and 16 splits on the
-// same inputs, forced with Backend::kCudaSm90, and each run must (a) be planned as the sm90 variant
-// the case needs, "+split_combine" when split, with the split count asked for (never a silent
-// portable fallback), (b) match the CPU reference (O and LSE), and (c) match the one-split run.
+// Split-KV on the Hopper (sm_90a) prefill kernel: every case runs with 1, 3 and 16 splits (or 1
+// and the automatic count) on the same inputs, forced with Backend::kCudaSm90, and each run must
+// (a) be planned as the sm90 variant the case needs, "+split_combine" when split, with the split
+// count asked for or the automatic rule's (never a silent portable fallback), (b) match the CPU
+// reference (O and LSE), and (c) match the one-split run.
 // Outputs are poisoned (NaN) before each run; a caller-supplied workspace is poisoned too, so a
 // partial the combine reads but no split wrote fails. Splits past a query tile's KV tile count
 // (16 splits over a few tiles) get no tiles and must write O = 0, LSE = -inf partials, which the
@@ -11,9 +12,12 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "cuda/attention/sm90/sm90_split_plan.h"
 #include "sm90_test_util.h"
 
 namespace attnkit::test {
@@ -36,7 +40,27 @@ std::string expected_kernel(const AttnCase& c, int splits) {
          (splits > 1 ? "+split_combine" : "");
 }
 
+// The automatic count (num_splits = 0) the plan must make for `c` on this GPU: the rule of
+// sm90_split_plan.h (checked on its own by tests/cpu/sm90_split_plan_test.cpp), on the case's
+// longest sequences.
+int auto_splits(const AttnCase& c) {
+  int dev = 0, sms = 0;
+  EXPECT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  const int max_q = *std::max_element(c.seqlens_q.begin(), c.seqlens_q.end());
+  const int max_k = *std::max_element(c.seqlens_k.begin(), c.seqlens_k.end());
+  const int qb = gpu::sm90_q_block(c.dqk);
+  gpu::Sm90SplitInput in;
+  in.work_tiles = int64_t{(max_q + qb - 1) / qb} * c.hq * c.batch();
+  in.kv_tiles = gpu::sm90_kv_tiles_per_query_tile(max_k, qb, gpu::sm90_kv_block(c.dqk),
+                                                   c.mask.window_left, c.mask.window_right,
+                                                   c.mask.chunk_size);
+  in.sm_count = sms;
+  return gpu::sm90_split_count(in);
+}
+
 struct SplitOptions {
+  // 0: the automatic count (auto_splits).
   std::vector<int> splits{1, 3, 16};
   bool poison_unused = false;    // NaN in unused K/V rows (seqused / ragged K)
   bool caller_workspace = false;  // pass the plan's workspace, poisoned, instead of the library's
@@ -55,11 +79,12 @@ void check_splits(const AttnCase& c, const SplitOptions& so = {}) {
   AttnData dev = host.to(cuda());
   const testkit::Tolerance tol = gpu_o_tolerance(c.dtype);
   std::vector<float> o_one, lse_one;
-  for (int s : so.splits) {
-    SCOPED_TRACE("num_splits=" + std::to_string(s));
+  for (int asked : so.splits) {
+    SCOPED_TRACE("num_splits=" + std::to_string(asked));
+    const int s = asked > 0 ? asked : auto_splits(c);
     dev.poison_outputs();
     AttentionArgs a = dev.args();
-    a.num_splits = s;
+    a.num_splits = asked;
     ExecOptions opts = sm90_opts();
     AttentionPlan plan;
     const Status ps = plan_attention(a, opts, &plan);
@@ -231,9 +256,34 @@ TEST(Sm90Split, CallerWorkspacePoisoned) {
   }
 }
 
-TEST(Sm90Split, PlanCapsAndAutoStaysUnsplit) {
+TEST(Sm90Split, AutomaticCountMatchesOneSplit) {
   SKIP_UNLESS_HOPPER();
-  AttnCase c = sm90_base(1, 256, 1024, 39000);
+  // Few query tiles over many keys, where the automatic count (num_splits = 0) splits: one query
+  // tile per head, GQA 32/8 (d128) and 4/2 (d256, 64-key tiles), batch 1, causal and not, and a
+  // window that bounds the keys to a few tiles (unsplit). Each must plan the count of the rule,
+  // run it, and match the reference and the one-split run.
+  uint64_t seed = 38500;
+  int split_runs = 0;
+  for (int d : {128, 256})
+    for (const Mask& m : {Mask::none(), Mask::causal(), Mask::sliding_window(300, 0)}) {
+      AttnCase c = sm90_base(1, 120, 3000, ++seed);
+      if (d == 128) {
+        c.hq = 32;
+        c.hkv = 8;
+      }
+      c.dqk = c.dv = d;
+      c.mask = m;
+      split_runs += auto_splits(c) > 1;
+      check_splits(c, {{1, 0}});
+    }
+  // Not a vacuous check: 32 or 4 work tiles on 78 SMs or more split (the unwindowed cases; the
+  // window's few KV tiles, 4 at d128 and 7 at d256, do not).
+  EXPECT_EQ(split_runs, 4);
+}
+
+TEST(Sm90Split, PlanCapsAndAutoStaysUnsplitOnFewKeys) {
+  SKIP_UNLESS_HOPPER();
+  AttnCase c = sm90_base(1, 256, 384, 39000);
   AttnData dev = make_attn_data(c).to(cuda());
   AttentionArgs a = dev.args();
   AttentionPlan plan;
@@ -243,7 +293,7 @@ TEST(Sm90Split, PlanCapsAndAutoStaysUnsplit) {
   EXPECT_EQ(plan.backend, Backend::kCudaSm90);
   EXPECT_EQ(plan.num_splits, 128);
   EXPECT_EQ(plan.kernel, expected_kernel(c, 128));
-  // The library's choice (0) on sm90: no split until a heuristic is measured.
+  // The library's choice (0): three KV tiles, too few to split (sm90_split_plan.h).
   a.num_splits = 0;
   ASSERT_TRUE(plan_attention(a, ExecOptions{}, &plan).ok());
   EXPECT_EQ(plan.backend, Backend::kCudaSm90);

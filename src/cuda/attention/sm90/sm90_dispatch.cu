@@ -12,6 +12,7 @@
 #include "api/backends.h"
 #include "cuda/attention/portable/combine_kernel.cuh"
 #include "cuda/attention/sm90/sm90_fwd_params.h"
+#include "cuda/attention/sm90/sm90_split_plan.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
 #include "cuda/instantiations/sm90_fwd_list.h"
@@ -90,10 +91,25 @@ const Variant* find_variant(const std::string& kernel) {
   return nullptr;
 }
 
-// Split-KV: only when asked for (num_splits > 1), capped at kSm90MaxSplits. The library's own
-// choice (num_splits = 0) stays one split until a heuristic is measured on the GPU.
-int plan_splits(const AttentionArgs& args) {
+// Split-KV count asked for by the caller, capped at kSm90MaxSplits (1 when left to the library).
+int requested_splits(const AttentionArgs& args) {
   return args.num_splits > 1 ? std::min(args.num_splits, gpu::kSm90MaxSplits) : 1;
+}
+
+// The plan's split count: the caller's, or (num_splits = 0) the grid-fill rule of
+// sm90_split_plan.h, whose count keeps the launch to one wave, so it never grows the tile count
+// past max(unsplit tiles, SMs) and the tile bound of sm90_attention_supports still holds.
+int plan_splits(const AttentionArgs& args, const AttnProblem& prob, int sm_count) {
+  const int64_t rows = prob.q_ragged ? std::max<int64_t>(prob.max_seqlen_q, 0) : prob.q_rows;
+  const int q_block = gpu::sm90_q_block(prob.dqk);
+  gpu::Sm90SplitInput in;
+  in.work_tiles = (rows + q_block - 1) / q_block * int64_t{prob.hq} * prob.batch;
+  in.kv_tiles = gpu::sm90_kv_tiles_per_query_tile(prob.max_seqlen_k, q_block,
+                                                   gpu::sm90_kv_block(prob.dqk), prob.mask.window_left,
+                                                   prob.mask.window_right, prob.mask.chunk_size);
+  in.sm_count = std::max(sm_count, 1);
+  in.requested = args.num_splits;
+  return gpu::sm90_split_count(in);
 }
 
 // Flat query rows of one split's partials: batch x Sq, or total_q when Q is ragged (the combine
@@ -229,8 +245,8 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
   // with headroom for one more round of the grid. Per-sequence lengths: over a grid sized by the
   // longest sequence. (Each factor is below 2^31, so neither product overflows 64 bits.)
   const int64_t rows = prob.q_ragged ? std::max<int64_t>(prob.max_seqlen_q, 0) : prob.q_rows;
-  // Split-KV multiplies the tiles by the split count.
-  const int64_t tiles_per_batch = (rows + 127) / 128 * int64_t{prob.hq} * plan_splits(args);
+  // Split-KV multiplies the tiles by the split count (the automatic one stays within one wave).
+  const int64_t tiles_per_batch = (rows + 127) / 128 * int64_t{prob.hq} * requested_splits(args);
   if (tiles_per_batch >= (int64_t{1} << 30) || tiles_per_batch * prob.batch >= (int64_t{1} << 30))
     return no("too many work tiles (query tiles x heads x batch x splits must stay below 2^30)");
   if (prob.mask.window_left > (1 << 30) || prob.mask.window_right > (1 << 30) ||
@@ -260,7 +276,7 @@ Status sm90_attention_plan(const AttentionArgs& args, const AttnProblem& prob,
   if (dev.cc_major != 9) return Status::Unsupported("sm90 attention needs a Hopper GPU (compute 9.x)");
   ATTNKIT_RETURN_IF_ERROR(sm90_attention_supports(args, prob));
   const Variant* v = find_variant(prob);
-  const int splits = plan_splits(args);
+  const int splits = plan_splits(args, prob, dev.sm_count);
   plan->backend = Backend::kCudaSm90;
   plan->kernel = std::string(v->name) + (splits > 1 ? kSplitSuffix : "");
   plan->num_splits = splits;

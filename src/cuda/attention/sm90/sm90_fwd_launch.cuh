@@ -29,6 +29,8 @@ namespace attnkit::gpu::sm90 {
 template <class Cfg, class Sched, class Mask, class Mod, class Sinks, class Kv>
 Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr int kHeadDim = Cfg::kHeadDim;
+  static_assert(Cfg::kBlockM == sm90_q_block(kHeadDim),
+                "the split planner (sm90_split_plan.h) counts work tiles of sm90_q_block rows");
   using Element = typename Cfg::Element;
   using Params = FwdKernelParams<Cfg, Sched, Kv>;
   Kv kv;
@@ -68,7 +70,9 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   seqs.cu_k = a.cu_seqlens_k, seqs.cu_k_stride = static_cast<int>(a.cu_k_stride);
   seqs.used_k = a.seqused_k, seqs.used_k_stride = static_cast<int>(a.seqused_k_stride);
   WithVarlen<Sched> sched;
-  sched.use_varlen = seqs.varlen() ? 1 : 0;
+  // The varlen scheduler only when Q is ragged: with batched Q (per-sequence keys: ragged K,
+  // seqused_k, paged) the query tiles are the variant's own grid, only their key counts differ.
+  sched.use_varlen = seqs.cu_q != nullptr ? 1 : 0;
   sched.fixed.num_m_blocks = (a.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   sched.fixed.num_heads = a.hq;
   sched.fixed.num_batch = a.batch;

@@ -11,6 +11,10 @@ namespace attnkit::gpu {
 // only with page sizes that are a multiple of it.
 constexpr int sm90_kv_block(int d) { return d <= 192 ? 128 : 64; }
 
+// Query rows per work tile of the variants of head dim dqk (FwdConfig's default: three consumer
+// warpgroups of 64 rows at 64, two otherwise; sm90_fwd_launch.cuh checks that they agree).
+constexpr int sm90_q_block(int dqk) { return dqk == 64 ? 192 : 128; }
+
 // Most split-KV splits per query tile (the portable planner caps at the same count).
 constexpr int kSm90MaxSplits = 128;
 

@@ -32,10 +32,6 @@ struct SeqLens {
   const int32_t* used_k = nullptr;  // seqused_k (with batched K only)
   int used_k_stride = 1;
 
-  __host__ __device__ bool varlen() const {
-    return cu_q != nullptr || cu_k != nullptr || used_k != nullptr;
-  }
-
 #if defined(__CUDACC__)
   // asm volatile: every lookup reloads (an L1 hit) instead of the compiler keeping the lengths
   // live from the tile's start through its KV loop, which has no registers to spare (they cost

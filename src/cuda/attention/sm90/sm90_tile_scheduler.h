@@ -18,17 +18,18 @@
 //   first, then batch; rounds alternate direction ("snake": CTA c takes r·grid + c on even rounds,
 //   r·grid + grid-1-c on odd ones), as a plain round robin would give CTA 0 the longest tile of
 //   every round.
-// VarlenScheduler (per-sequence lengths: cu_seqlens_q / cu_seqlens_k / seqused_k): persistent,
+// VarlenScheduler (ragged Q: cu_seqlens_q; K may be ragged or cut by seqused_k too): persistent,
 //   over a virtual grid of query tiles sized by the longest sequence (tiles past a sequence's end
 //   are skipped by the kernel in a few instructions). Order: heads fastest, then batch, then query
 //   tiles from the last to the first, with snake rounds: the deepest query tiles exist only in the
 //   longest sequences and (causal) see the most keys, so the longest work goes first and the short
 //   tiles fill the end. The lengths live on the device, so no host-side sort is possible.
-// WithVarlen<S>: the scheduler a kernel carries: S for batched requests, VarlenScheduler when the
-//   request has per-sequence lengths (a run-time choice: no extra instantiation). Split-KV
-//   (num_splits > 1) multiplies the work tiles: the split is the fastest factor of the index, so
-//   the splits of one query tile run side by side (on neighbouring CTAs, or launched together)
-//   and keep the order above between query tiles. num_splits is a run-time value too.
+// WithVarlen<S>: the scheduler a kernel carries: S when Q is batched (also with per-sequence key
+//   counts: ragged K, seqused_k, paged K/V), VarlenScheduler when Q is ragged (a run-time choice:
+//   no extra instantiation). Split-KV (num_splits > 1) multiplies the work tiles: the split is
+//   the fastest factor of the index, so the splits of one query tile run side by side (on
+//   neighbouring CTAs, or launched together) and keep the order above between query tiles.
+//   num_splits is a run-time value too (sm90_split_plan.h picks it when the caller does not).
 #pragma once
 
 #include <cstdint>
