@@ -241,8 +241,13 @@ Status run_output(DType dt, const gdn_cuda::OutputParams& p, const StageCall& c)
   const int32_t* off = c.offsets();
   const cudaStream_t s = c.stream();
   if (seq.max_chunks == 0 || p.HV == 0) return Status::Ok();
-  return dt == DType::kBFloat16 ? gdn_cuda::launch_output_bf16(p, layout(seq, off), seq.max_chunks, s)
-                                : gdn_cuda::launch_output_fp16(p, layout(seq, off), seq.max_chunks, s);
+  // ATTNKIT_GDN_OUTPUT_PER_HEAD=1: the older kernel of one CTA per (chunk, q/k head, V half), for
+  // tests and side-by-side timings (gdn_bench).
+  if (env_is_1("ATTNKIT_GDN_OUTPUT_PER_HEAD"))
+    return dt == DType::kBFloat16 ? gdn_cuda::launch_output_bf16(p, layout(seq, off), seq.max_chunks, s)
+                                  : gdn_cuda::launch_output_fp16(p, layout(seq, off), seq.max_chunks, s);
+  return dt == DType::kBFloat16 ? gdn_cuda::launch_output_stream_bf16(p, layout(seq, off), seq.max_chunks, s)
+                                : gdn_cuda::launch_output_stream_fp16(p, layout(seq, off), seq.max_chunks, s);
 }
 
 }  // namespace

@@ -1,0 +1,214 @@
+// Stage 5, the chunk output, as a streaming kernel: O = scale (exp(g) (.) (Q S_c) + P V_new) with
+// P = tril(Q K^T (.) Gamma). The stage is memory bound: per (chunk, value head) it reads q, k,
+// V_new, h and the gates and writes O, with ~2 us of tensor work against ~4 us of that SM's share
+// of DRAM time. One CTA per SM walks (chunk, value head) items and keeps the next item's tiles
+// loading (cp.async, two stages) while it computes the current one, so the SM never waits on a
+// whole item's latency (the per-head kernel in gdn_output.cuh loaded, computed and stored in turn,
+// with a CTA's lifetime too short to hide its prologue). The value heads of one q/k head are
+// neighbouring items, so their second read of q and k hits L2.
+// Eight warps: warp w takes rows 16 (w / 2) .. + 16 and value columns 64 (w % 2) .. + 64. Each
+// computes its rows' Q K^T (only the n-tiles at or left of the diagonal) and keeps P in registers
+// as the A operand of P V_new (the m16n8 accumulator layout is the m16k16 A layout), so P never
+// goes through shared memory; warps of light and heavy row blocks share each SM sub-partition.
+#pragma once
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/gdn/gdn_device.cuh"
+#include "cuda/gdn/gdn_kernels.h"
+
+namespace attnkit::gdn_cuda {
+
+constexpr int kOsThreads = 256;
+
+template <typename T>
+struct OutStreamStage {
+  static constexpr int kLd = kHead + 8;  // padded rows: ldmatrix reads without bank conflicts
+  T qs[kChunk * kLd];
+  T ks[kChunk * kLd];
+  T vs[kChunk * kLd];
+  T hs[kHead * kLd];
+  float gc[kChunk];
+};
+
+// Item -> (chunk, value head); false when the item holds no rows (past the chunks, or h shorter
+// than the sequences say). Uniform across the CTA.
+__device__ __forceinline__ bool os_item(const OutputParams& p, const SeqLayout& L, int64_t item,
+                                        int64_t items, ChunkPos* c, int64_t* chunk, int* hv) {
+  if (item >= items) return false;
+  *chunk = item / p.HV;
+  *hv = static_cast<int>(item % p.HV);
+  if (*chunk >= p.h.rows) return false;
+  return locate_chunk(L, *chunk, c);
+}
+
+// Starts an item's copies into one stage, as one commit group (empty for an item with no rows,
+// so that every iteration waits on the same group count).
+template <typename T>
+__device__ __forceinline__ void os_load(const OutputParams& p, const SeqLayout& L, int64_t item,
+                                        int64_t items, OutStreamStage<T>& d) {
+  constexpr int kLd = OutStreamStage<T>::kLd;
+  ChunkPos c;
+  int64_t chunk;
+  int hv;
+  if (os_item(p, L, item, items, &c, &chunk, &hv)) {
+    const int hq = hv / (p.HV / p.H), len = c.len;
+    load_tile(d.qs, kLd, p.q.p, p.q.dt, c.batch * p.q.sb + c.row0 * p.q.st + hq * p.q.sh, p.q.st, len,
+              kChunk, kHead);
+    load_tile(d.ks, kLd, p.k.p, p.k.dt, c.batch * p.k.sb + c.row0 * p.k.st + hq * p.k.sh, p.k.st, len,
+              kChunk, kHead);
+    load_tile(d.vs, kLd, p.v_new.p, p.v_new.dt,
+              c.batch * p.v_new.sb + c.row0 * p.v_new.st + hv * p.v_new.sh, p.v_new.st, len, kChunk, kHead);
+    load_tile(d.hs, kLd, p.h.p, p.h.dt, chunk * p.h.s0 + hv * p.h.sh, p.h.sk, kHead, kHead, kHead);
+    const int r = threadIdx.x;
+    if (r < kChunk) {  // g_cum is fp32; rows past the chunk's end read as 0
+      const float* gp = static_cast<const float*>(p.g_cum.p);
+      cp_async4(&d.gc[r], gp + (r < len ? c.batch * p.g_cum.sb + (c.row0 + r) * p.g_cum.st + hv * p.g_cum.sh : 0),
+                r < len);
+    }
+  }
+  cp_async_commit();
+}
+
+template <typename T>
+__device__ __forceinline__ void os_compute(const OutputParams& p, const SeqLayout& L, int64_t item,
+                                           int64_t items, const OutStreamStage<T>& d) {
+  constexpr int kLd = OutStreamStage<T>::kLd;
+  ChunkPos c;
+  int64_t chunk;
+  int hv;
+  if (!os_item(p, L, item, items, &c, &chunk, &hv)) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int rw = warp >> 1, c0 = (warp & 1) * 64;  // row block, first value column
+  const int r0 = rw * 16 + g, r1 = r0 + 8, len = c.len;
+
+  uint32_t qa[8][4];  // Q rows of this warp, all of K: the A operand of both Q K^T and Q S
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) load_a_row_lm(qa[ks], d.qs, kLd, rw * 16, ks * 16, lane);
+
+  // Q K^T, n-tiles 0 .. 2 rw + 1 (the rest lie right of the diagonal).
+  float s[8][4];
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks)
+#pragma unroll
+    for (int np = 0; np < 4; ++np)
+      if (np <= rw) {
+        uint32_t b[4];
+        load_b_nk_x2(b, d.ks, kLd, ks * 16, np * 16, lane);
+        mma16816<T>(s[2 * np], qa[ks], b);
+        mma16816<T>(s[2 * np + 1], qa[ks], b + 2);
+      }
+
+  // P = tril(Q K^T (.) exp(g_r - g_j)) in 16 bits, straight into A fragments (k-block kk = columns
+  // 16 kk .. + 16 = n-tiles 2 kk, 2 kk + 1).
+  const float g0 = d.gc[r0], g1 = d.gc[r1];
+  uint32_t pa[4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    if (kk <= rw) {
+      float x[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = e < 2 ? r0 : r1, j = (2 * kk + h) * 8 + 2 * t + (e & 1);
+          x[h][e] = (j <= row && row < len) ? s[2 * kk + h][e] * __expf((e < 2 ? g0 : g1) - d.gc[j]) : 0.f;
+        }
+      pa[kk][0] = pack2(from_f<T>(x[0][0]), from_f<T>(x[0][1]));
+      pa[kk][1] = pack2(from_f<T>(x[0][2]), from_f<T>(x[0][3]));
+      pa[kk][2] = pack2(from_f<T>(x[1][0]), from_f<T>(x[1][1]));
+      pa[kk][3] = pack2(from_f<T>(x[1][2]), from_f<T>(x[1][3]));
+    }
+
+  float o[8][4];
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks)
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t b[4];
+      load_b_kn_x2(b, d.hs, kLd, ks * 16, c0 + np * 16, lane);
+      mma16816<T>(o[2 * np], qa[ks], b);
+      mma16816<T>(o[2 * np + 1], qa[ks], b + 2);
+    }
+  const float e0 = __expf(g0), e1 = __expf(g1);
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    o[nt][0] *= e0;
+    o[nt][1] *= e0;
+    o[nt][2] *= e1;
+    o[nt][3] *= e1;
+  }
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    if (kk <= rw) {
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t b[4];
+        load_b_kn_x2(b, d.vs, kLd, kk * 16, c0 + np * 16, lane);
+        mma16816<T>(o[2 * np], pa[kk], b);
+        mma16816<T>(o[2 * np + 1], pa[kk], b + 2);
+      }
+    }
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[nt][e] *= p.scale;
+
+  const int64_t ob = c.batch * p.o.sb + c.row0 * p.o.st + hv * p.o.sh + c0;
+  if (tok_vec16<T>(p.o)) {
+    T* const out = static_cast<T*>(p.o.p) + ob;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf)
+      store_acc_rows16<T>(out + r0 * p.o.st + 32 * hf, out + r1 * p.o.st + 32 * hf, &o[4 * hf], r0 < len,
+                          r1 < len, t);
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const int col = nt * 8 + 2 * t;
+      if (r0 < len) st_pair(p.o.p, p.o.dt, ob + r0 * p.o.st + col, o[nt][0], o[nt][1]);
+      if (r1 < len) st_pair(p.o.p, p.o.dt, ob + r1 * p.o.st + col, o[nt][2], o[nt][3]);
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kOsThreads, 1) output_stream_kernel(OutputParams p, SeqLayout L, int64_t items) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  OutStreamStage<T>* st = reinterpret_cast<OutStreamStage<T>*>(smem_raw);
+  int64_t item = blockIdx.x;
+  os_load(p, L, item, items, st[0]);
+  for (int s = 0; item < items; item += gridDim.x, s ^= 1) {
+    // The other stage was released by the barrier that ended the previous iteration.
+    os_load(p, L, item + gridDim.x, items, st[s ^ 1]);
+    cp_async_wait<1>();  // this item's group (all but the newest)
+    __syncthreads();
+    os_compute(p, L, item, items, st[s]);
+    __syncthreads();  // every warp is done with stage s before it is refilled
+  }
+  cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+}
+
+template <typename T>
+Status launch_output_stream_t(const OutputParams& p, const SeqLayout& L, int64_t max_chunks, cudaStream_t s) {
+  const int64_t items = max_chunks * p.HV;
+  if (items <= 0) return Status::Ok();
+  const size_t smem = 2 * sizeof(OutStreamStage<T>);
+  ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(output_stream_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+  int dev = 0, sms = 0;
+  ATTNKIT_CUDA_TRY(cudaGetDevice(&dev));
+  ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  // At most one CTA per SM, and as few as give each CTA the same number of items (the last one
+  // perhaps fewer): no round where only some SMs still work.
+  const int64_t rounds = (items + sms - 1) / sms;
+  const int64_t grid = (items + rounds - 1) / rounds;
+  output_stream_kernel<T><<<static_cast<unsigned>(grid), kOsThreads, smem, s>>>(p, L, items);
+  ATTNKIT_CUDA_CHECK_LAUNCH("gdn chunk output (streaming)");
+  return Status::Ok();
+}
+
+}  // namespace attnkit::gdn_cuda
