@@ -257,17 +257,19 @@ TEST(GdnChunkCuda, StagesFp16Inputs) {
   c.dt = DType::kFloat16;
   run_stages(c, DType::kFloat32, 33);
 }
-// The chunk output comes as two kernels: the streaming one (the default: at most one CTA per SM,
-// walking (chunk, value head) items through two buffers) and the per-head one
-// (ATTNKIT_GDN_OUTPUT_PER_HEAD=1). Enough chunks here that each streaming CTA takes several items
-// on any GPU of up to 132 SMs (both buffers refilled): dense with a partial last chunk and bf16
-// intermediates; ragged with a one-token sequence, three value heads per q/k head and fp32
-// intermediates (the converting loads).
+// The chunk output comes as three kernels: the streaming one (the default: at most one CTA per SM,
+// walking (chunk, value head) items through two buffers), loading by bulk copies on sm_90 (full
+// chunks; partial ones by cp.async) or by cp.async alone (ATTNKIT_GDN_OUTPUT_NO_BULK=1), and the
+// per-head one (ATTNKIT_GDN_OUTPUT_PER_HEAD=1). Enough chunks here that each streaming CTA takes
+// several items on any GPU of up to 132 SMs (both buffers refilled): dense with a partial last
+// chunk; ragged with a one-token sequence and partial chunks between full ones, three value heads
+// per q/k head; then fp32 intermediates (the converting loads).
 TEST(GdnChunkCuda, StagesOutputEachKernelManyChunks) {
   const std::pair<ChunkCase, DType> cases[] = {
       {{2, 3190, 2, 4, {}}, DType::kBFloat16},
+      {{1, 5000, 1, 3, {0, 1000, 1001, 3100, 5000}}, DType::kBFloat16},
       {{1, 5000, 1, 3, {0, 1000, 1001, 3100, 5000}}, DType::kFloat32}};
-  const char* variants[] = {"", "ATTNKIT_GDN_OUTPUT_PER_HEAD"};
+  const char* variants[] = {"", "ATTNKIT_GDN_OUTPUT_NO_BULK", "ATTNKIT_GDN_OUTPUT_PER_HEAD"};
   uint64_t seed = 40;
   for (const auto& [c, inter] : cases) {
     for (const char* name : variants) {

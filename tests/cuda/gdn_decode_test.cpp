@@ -174,16 +174,17 @@ TEST(GdnDecodeCuda, OutOfRangeDeviceIndexSkipsSequence) {
   run_out_of_range_case({4, 1, 2, 5, DType::kBFloat16, DType::kFloat32, false}, {3, -1, 1, 8}, 21);
 }
 
-// Two decode kernels: the shared-memory ring (the default) and the register-prefetch one
+// Three decode kernels: the shared-memory ring (the default), filled by bulk copies on sm_90 or by
+// cp.async (ATTNKIT_GDN_DECODE_NO_BULK=1), and the register-prefetch one
 // (ATTNKIT_GDN_DECODE_REG_PREFETCH=1). Each on many items per CTA (300 x 8 heads x 2 column
 // slices over at most a few hundred CTAs: the ring refilled many times) with skipped sequences
-// scattered among them (empty copy groups inside the pipeline), and on the plain batch cases.
+// scattered among them (fills with no bytes inside the pipeline), and on a plain batch.
 TEST(GdnDecodeCuda, EachKernelManyItemsWithSkippedSequences) {
   const DecodeCase c{300, 2, 8, 310, DType::kBFloat16, DType::kBFloat16, false};
   std::vector<int32_t> slots(300);
   for (int i = 0; i < 300; ++i) slots[i] = (i * 37) % 310;  // distinct: 37 and 310 are coprime
   for (int i : {0, 7, 150, 151, 299}) slots[i] = (i % 2) ? -1 : 310 + i;
-  const char* variants[] = {"", "ATTNKIT_GDN_DECODE_REG_PREFETCH"};
+  const char* variants[] = {"", "ATTNKIT_GDN_DECODE_NO_BULK", "ATTNKIT_GDN_DECODE_REG_PREFETCH"};
   for (const char* name : variants) {
     SCOPED_TRACE(*name ? name : "default");
     if (*name) setenv(name, "1", 1);

@@ -13,8 +13,10 @@
 // o = scale (exp(g) sq + (q.k) v'), S <- exp(g) S + k v'^T.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/gdn/gdn_bulk.cuh"
 #include "cuda/gdn/gdn_device.cuh"
 #include "cuda/gdn/gdn_kernels.h"
 
@@ -64,10 +66,29 @@ __device__ __forceinline__ void load_small(const DecodeParams& p, int64_t item, 
   }
 }
 
-// This thread's share of an item's slice (rows rg + kRowGroups i, float4 column cg) into a stage,
-// as one commit group (empty when the item has no state).
+// Starts an item's slice copies into a stage. kBulk: warp 0 issues one bulk copy per 256-byte row,
+// completing on the stage's mbarrier, which gets exactly one arrival per fill (with no bytes when
+// the item has no state). Otherwise: this thread's share (rows rg + kRowGroups i, float4 column
+// cg, the pieces it reads later) as one cp.async commit group (empty when the item has no state).
+template <bool kBulk>
 __device__ __forceinline__ void issue_slice(const DecodeParams& p, int64_t item, int64_t items, int32_t slot,
-                                            float* stage) {
+                                            float* stage, uint64_t* bar) {
+  if (kBulk) {
+    if (item < items && slot_ok(p, slot)) {
+      if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        const int hv = static_cast<int>((item / kSlices) % p.HV), vb = static_cast<int>(item % kSlices);
+        const float* S = static_cast<const float*>(p.pool.p) + slot * p.pool.s0 + hv * p.pool.sh + vb * kBV;
+        fence_proxy_async_smem();  // the stage's last reads came before a barrier this thread passed
+        if (lane == 0) mbar_arrive_expect(bar, kSliceFloats * sizeof(float));
+        __syncwarp();
+        for (int r = lane; r < kHead; r += 32) bulk_g2s(stage + r * kBV, S + r * p.pool.sk, kBV * sizeof(float), bar);
+      }
+    } else if (threadIdx.x == 0) {
+      mbar_arrive_expect(bar, 0);
+    }
+    return;
+  }
   if (item < items && slot_ok(p, slot)) {
     const int tid = threadIdx.x, cg = tid % kColGroups, rg = tid / kColGroups;
     const int hv = static_cast<int>((item / kSlices) % p.HV), vb = static_cast<int>(item % kSlices);
@@ -83,6 +104,7 @@ __device__ __forceinline__ void issue_slice(const DecodeParams& p, int64_t item,
 
 struct Shared {
   float ring[kStages][kSliceFloats];
+  uint64_t bar[kStages];  // kBulk: each stage's fills complete here
   float sq[kHead], sk[kHead];
   float red[kThreads / 32][2][kBV];
   float vdelta[kBV];
@@ -93,19 +115,26 @@ struct Shared {
 // Item `item` (uniform): starts the copies of item + kStages - 1 (its slot in `issue_slot`, which
 // then takes the slot of the item kStages items after that one's), loads `nxt` for item + stride,
 // then updates the state of `item` from its stage with `cur`.
+template <bool kBulk>
 __device__ __forceinline__ void ring_step(const DecodeParams& p, Shared& sm, int64_t item, int64_t items,
                                           int64_t stride, int k, int32_t& issue_slot, const Small& cur,
                                           Small& nxt) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int cg = tid % kColGroups, rg = tid / kColGroups;
-  issue_slice(p, item + (kStages - 1) * stride, items, issue_slot, sm.ring[(k + kStages - 1) % kStages]);
+  issue_slice<kBulk>(p, item + (kStages - 1) * stride, items, issue_slot, sm.ring[(k + kStages - 1) % kStages],
+                     &sm.bar[(k + kStages - 1) % kStages]);
   issue_slot = ring_slot(p, item + (kStages + 1) * stride, items);
   load_small(p, item + stride, items, &nxt);
-  cp_async_wait<kStages - 1>();  // this item's group: all but the kStages - 1 newest
+  // Item k sits in stage k % kStages, that stage's (k / kStages)-th fill.
+  if (kBulk) mbar_wait(&sm.bar[k % kStages], (k / kStages) & 1);
+  else cp_async_wait<kStages - 1>();  // this item's group: all but the kStages - 1 newest
 
   const int64_t o_off = cur.n * p.o.sb + cur.hv * p.o.sh + cur.vb * kBV;
   if (!slot_ok(p, cur.slot)) {  // uniform: no state, zero output row
     if (tid < kBV) st_any(p.o.p, p.o.dt, o_off + tid, 0.f);
+    // kBulk: no thread may refill a stage (the next step) before every thread has waited on this
+    // one's phase; otherwise a slow waiter could see the barrier two phases on and wait forever.
+    if (kBulk) __syncthreads();
     return;
   }
   const float* stage = sm.ring[k % kStages];
@@ -196,53 +225,81 @@ __device__ __forceinline__ void ring_step(const DecodeParams& p, Shared& sm, int
   }
 }
 
+template <bool kBulk>
 __global__ void __launch_bounds__(kThreads, 2) decode_ring_kernel(DecodeParams p, int64_t items) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Shared& sm = *reinterpret_cast<Shared*>(smem_raw);
   const int64_t first = blockIdx.x, stride = gridDim.x;
   if (first >= items) return;
+  if (kBulk) {
+    if (threadIdx.x == 0)
+      for (int j = 0; j < kStages; ++j) mbar_init(&sm.bar[j]);
+    __syncthreads();
+  }
   // Prologue: the first kStages - 1 items' copies, and the slots of the next two to issue.
 #pragma unroll
   for (int j = 0; j < kStages - 1; ++j)
-    issue_slice(p, first + j * stride, items, ring_slot(p, first + j * stride, items), sm.ring[j]);
+    issue_slice<kBulk>(p, first + j * stride, items, ring_slot(p, first + j * stride, items), sm.ring[j], &sm.bar[j]);
   int32_t slot_a = ring_slot(p, first + (kStages - 1) * stride, items);
   int32_t slot_b = ring_slot(p, first + kStages * stride, items);
   Small even, odd;
   load_small(p, first, items, &even);
   for (int k = 0;; k += 2) {
     const int64_t item = first + k * stride;
-    ring_step(p, sm, item, items, stride, k, slot_a, even, odd);
+    ring_step<kBulk>(p, sm, item, items, stride, k, slot_a, even, odd);
     if (item + stride >= items) break;
-    ring_step(p, sm, item + stride, items, stride, k + 1, slot_b, odd, even);
+    ring_step<kBulk>(p, sm, item + stride, items, stride, k + 1, slot_b, odd, even);
     if (item + 2 * stride >= items) break;
   }
-  cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+  // No copy may still target shared memory when the CTA exits: every fill of a valid item was
+  // waited for (bulk), or wait for all (cp.async).
+  if (!kBulk) cp_async_wait<0>();
 }
 
 }  // namespace
 
+// Bulk copies on sm_90 devices of builds with sm_90a code, unless ATTNKIT_GDN_DECODE_NO_BULK=1
+// (tests, side-by-side timings); cp.async elsewhere.
 Status launch_decode_ring(const DecodeParams& p, cudaStream_t s) {
   const int64_t items = static_cast<int64_t>(p.N) * p.HV * kSlices;
   if (items == 0) return Status::Ok();
   const int smem = static_cast<int>(sizeof(Shared));
-  // Grid fill per device, cached: the queries cost host time on every decode step otherwise.
+  // Per device, cached (the queries cost host time on every decode step otherwise): the grid fill
+  // and whether the device is an sm_90 one.
   static std::atomic<int> fill[64] = {};
+  static std::atomic<int> is_sm90[64] = {};  // 0 unknown, 1 no, 2 yes
   int dev = 0;
   ATTNKIT_CUDA_TRY(cudaGetDevice(&dev));
   int ctas = dev < 64 ? fill[dev].load(std::memory_order_relaxed) : 0;
-  if (ctas == 0) {
-    ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(decode_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int sm90 = dev < 64 ? is_sm90[dev].load(std::memory_order_relaxed) : 0;
+  if (ctas == 0 || sm90 == 0) {
+    int major = 0, minor = 0;
+    ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    sm90 = major == 9 && minor == 0 ? 2 : 1;
     int sms = 0, per_sm = 0;
+    for (auto* k : {decode_ring_kernel<false>, decode_ring_kernel<true>})
+      ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_ring_kernel, kThreads, smem));
+    ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_ring_kernel<false>, kThreads, smem));
     ctas = sms * (per_sm < 1 ? 1 : per_sm);
-    if (dev < 64) fill[dev].store(ctas, std::memory_order_relaxed);
+    if (dev < 64) {
+      fill[dev].store(ctas, std::memory_order_relaxed);
+      is_sm90[dev].store(sm90, std::memory_order_relaxed);
+    }
   }
+#if defined(ATTNKIT_HAS_SM90A)
+  const char* env = std::getenv("ATTNKIT_GDN_DECODE_NO_BULK");
+  const bool bulk = sm90 == 2 && !(env != nullptr && env[0] == '1' && env[1] == '\0');
+#else
+  const bool bulk = false;
+#endif
   // As few CTAs as give each the same number of items (the last perhaps fewer): no final round
   // in which only some CTAs still stream.
   const int64_t rounds = (items + ctas - 1) / ctas;
   const int64_t grid = (items + rounds - 1) / rounds;
-  decode_ring_kernel<<<static_cast<unsigned>(grid), kThreads, smem, s>>>(p, items);
+  if (bulk) decode_ring_kernel<true><<<static_cast<unsigned>(grid), kThreads, smem, s>>>(p, items);
+  else decode_ring_kernel<false><<<static_cast<unsigned>(grid), kThreads, smem, s>>>(p, items);
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn decode (ring)");
   return Status::Ok();
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/gdn/gdn_bulk.cuh"
 #include "cuda/gdn/gdn_device.cuh"
 #include "cuda/gdn/gdn_kernels.h"
 
@@ -41,16 +42,53 @@ __device__ __forceinline__ bool os_item(const OutputParams& p, const SeqLayout& 
   return locate_chunk(L, *chunk, c);
 }
 
-// Starts an item's copies into one stage, as one commit group (empty for an item with no rows,
-// so that every iteration waits on the same group count).
 template <typename T>
+struct OutStreamSmem {
+  OutStreamStage<T> st[2];
+  uint64_t bar[2];  // kBulk: each stage's bulk copies complete here, one phase per fill
+};
+
+// Starts an item's copies into one stage, as one cp.async commit group (empty for an item with no
+// rows, so that every iteration waits on the same group count) and, with kBulk, one phase of the
+// stage's mbarrier: a full chunk of 16-bit tiles moves as 320 bulk row copies (q, k, V_new: 64
+// rows of 256 bytes; h: 128), issued by warp 0; a partial chunk (rows past its end must read as
+// zeros) or converting loads go the cp.async way and the phase ends with no bytes.
+template <typename T, bool kBulk>
 __device__ __forceinline__ void os_load(const OutputParams& p, const SeqLayout& L, int64_t item,
-                                        int64_t items, OutStreamStage<T>& d) {
+                                        int64_t items, OutStreamStage<T>& d, uint64_t* bar) {
   constexpr int kLd = OutStreamStage<T>::kLd;
   ChunkPos c;
   int64_t chunk;
   int hv;
-  if (os_item(p, L, item, items, &c, &chunk, &hv)) {
+  const bool ok = os_item(p, L, item, items, &c, &chunk, &hv);
+  constexpr int dt = DtCode<T>::value;
+  const bool bulk = kBulk && ok && c.len == kChunk && p.q.dt == dt && p.k.dt == dt && p.v_new.dt == dt &&
+                    p.h.dt == dt;
+  if (kBulk) {
+    if (bulk) {
+      if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        const int hq = hv / (p.HV / p.H);
+        const T* q = static_cast<const T*>(p.q.p) + c.batch * p.q.sb + c.row0 * p.q.st + hq * p.q.sh;
+        const T* k = static_cast<const T*>(p.k.p) + c.batch * p.k.sb + c.row0 * p.k.st + hq * p.k.sh;
+        const T* v = static_cast<const T*>(p.v_new.p) + c.batch * p.v_new.sb + c.row0 * p.v_new.st + hv * p.v_new.sh;
+        const T* h = static_cast<const T*>(p.h.p) + chunk * p.h.s0 + hv * p.h.sh;
+        constexpr uint32_t kRow = kHead * sizeof(T);
+        fence_proxy_async_smem();  // the stage's last reads (ldmatrix) came before the barrier
+        if (lane == 0) mbar_arrive_expect(bar, (3 * kChunk + kHead) * kRow);
+        __syncwarp();
+        for (int r = lane; r < 3 * kChunk + kHead; r += 32) {
+          if (r < kChunk) bulk_g2s(d.qs + r * kLd, q + r * p.q.st, kRow, bar);
+          else if (r < 2 * kChunk) bulk_g2s(d.ks + (r - kChunk) * kLd, k + (r - kChunk) * p.k.st, kRow, bar);
+          else if (r < 3 * kChunk) bulk_g2s(d.vs + (r - 2 * kChunk) * kLd, v + (r - 2 * kChunk) * p.v_new.st, kRow, bar);
+          else bulk_g2s(d.hs + (r - 3 * kChunk) * kLd, h + (r - 3 * kChunk) * p.h.sk, kRow, bar);
+        }
+      }
+    } else if (threadIdx.x == 0) {
+      mbar_arrive_expect(bar, 0);
+    }
+  }
+  if (ok && !bulk) {
     const int hq = hv / (p.HV / p.H), len = c.len;
     load_tile(d.qs, kLd, p.q.p, p.q.dt, c.batch * p.q.sb + c.row0 * p.q.st + hq * p.q.sh, p.q.st, len,
               kChunk, kHead);
@@ -59,7 +97,9 @@ __device__ __forceinline__ void os_load(const OutputParams& p, const SeqLayout& 
     load_tile(d.vs, kLd, p.v_new.p, p.v_new.dt,
               c.batch * p.v_new.sb + c.row0 * p.v_new.st + hv * p.v_new.sh, p.v_new.st, len, kChunk, kHead);
     load_tile(d.hs, kLd, p.h.p, p.h.dt, chunk * p.h.s0 + hv * p.h.sh, p.h.sk, kHead, kHead, kHead);
-    const int r = threadIdx.x;
+  }
+  if (ok) {
+    const int len = c.len, r = threadIdx.x;
     if (r < kChunk) {  // g_cum is fp32; rows past the chunk's end read as 0
       const float* gp = static_cast<const float*>(p.g_cum.p);
       cp_async4(&d.gc[r], gp + (r < len ? c.batch * p.g_cum.sb + (c.row0 + r) * p.g_cum.st + hv * p.g_cum.sh : 0),
@@ -175,16 +215,25 @@ __device__ __forceinline__ void os_compute(const OutputParams& p, const SeqLayou
   }
 }
 
-template <typename T>
+template <typename T, bool kBulk>
 __global__ void __launch_bounds__(kOsThreads, 1) output_stream_kernel(OutputParams p, SeqLayout L, int64_t items) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  OutStreamStage<T>* st = reinterpret_cast<OutStreamStage<T>*>(smem_raw);
+  OutStreamSmem<T>& sm = *reinterpret_cast<OutStreamSmem<T>*>(smem_raw);
+  OutStreamStage<T>* st = sm.st;
+  if (kBulk) {
+    if (threadIdx.x == 0) {
+      mbar_init(&sm.bar[0]);
+      mbar_init(&sm.bar[1]);
+    }
+    __syncthreads();
+  }
   int64_t item = blockIdx.x;
-  os_load(p, L, item, items, st[0]);
-  for (int s = 0; item < items; item += gridDim.x, s ^= 1) {
+  os_load<T, kBulk>(p, L, item, items, st[0], &sm.bar[0]);
+  for (int s = 0, k = 0; item < items; item += gridDim.x, s ^= 1, ++k) {
     // The other stage was released by the barrier that ended the previous iteration.
-    os_load(p, L, item + gridDim.x, items, st[s ^ 1]);
+    os_load<T, kBulk>(p, L, item + gridDim.x, items, st[s ^ 1], &sm.bar[s ^ 1]);
     cp_async_wait<1>();  // this item's group (all but the newest)
+    if (kBulk) mbar_wait(&sm.bar[s], (k >> 1) & 1);  // the stage's (k / 2)-th fill
     __syncthreads();
     os_compute(p, L, item, items, st[s]);
     __syncthreads();  // every warp is done with stage s before it is refilled
@@ -192,13 +241,15 @@ __global__ void __launch_bounds__(kOsThreads, 1) output_stream_kernel(OutputPara
   cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
 }
 
+// bulk: the bulk-copy loads (sm_90 devices only; the caller checks).
 template <typename T>
-Status launch_output_stream_t(const OutputParams& p, const SeqLayout& L, int64_t max_chunks, cudaStream_t s) {
+Status launch_output_stream_t(const OutputParams& p, const SeqLayout& L, int64_t max_chunks, bool bulk,
+                              cudaStream_t s) {
   const int64_t items = max_chunks * p.HV;
   if (items <= 0) return Status::Ok();
-  const size_t smem = 2 * sizeof(OutStreamStage<T>);
-  ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(output_stream_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
+  const size_t smem = sizeof(OutStreamSmem<T>);
+  auto* kernel = bulk ? output_stream_kernel<T, true> : output_stream_kernel<T, false>;
+  ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int dev = 0, sms = 0;
   ATTNKIT_CUDA_TRY(cudaGetDevice(&dev));
   ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -206,7 +257,7 @@ Status launch_output_stream_t(const OutputParams& p, const SeqLayout& L, int64_t
   // perhaps fewer): no round where only some SMs still work.
   const int64_t rounds = (items + sms - 1) / sms;
   const int64_t grid = (items + rounds - 1) / rounds;
-  output_stream_kernel<T><<<static_cast<unsigned>(grid), kOsThreads, smem, s>>>(p, L, items);
+  kernel<<<static_cast<unsigned>(grid), kOsThreads, smem, s>>>(p, L, items);
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn chunk output (streaming)");
   return Status::Ok();
 }
