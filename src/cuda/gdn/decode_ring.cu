@@ -3,9 +3,10 @@
 // Memory-bound: each 128 x 64 fp32 column slice of a (sequence, value head) state is read once
 // and written once. The register-prefetch kernel had one slice in flight per CTA, and only part of
 // one on average (the next slice's loads start once the current slice has fully arrived); here
-// each CTA keeps kStages - 1 slices loading by cp.async while it updates the current one, without
-// the registers that would cost. Every thread copies exactly the 16-byte pieces it later reads,
-// so the ring needs no barrier of its own: cp.async.wait_group orders each thread's own data.
+// each CTA keeps kStages - 1 slices loading while it updates the current one, without the
+// registers that would cost. On sm_90 the slices come by bulk copies (the TMA engine, one per
+// 256-byte row, completing on the stage's mbarrier); elsewhere by cp.async, every thread copying
+// exactly the 16-byte pieces it later reads, so that cp.async.wait_group orders its own data.
 // The pool slot of an item is loaded two items before its slice's copies start, and q/k/v/g/beta
 // one item before its update, into registers that alternate between even and odd items (the loop
 // is unrolled by two), so no register move ever waits on a load in flight.

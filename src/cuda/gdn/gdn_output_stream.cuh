@@ -2,15 +2,18 @@
 // P = tril(Q K^T (.) Gamma). The stage is memory bound: per (chunk, value head) it reads q, k,
 // V_new, h and the gates and writes O, with ~2 us of tensor work against ~4 us of that SM's share
 // of DRAM time. One CTA per SM walks (chunk, value head) items and keeps the next item's tiles
-// loading (cp.async, two stages) while it computes the current one, so the SM never waits on a
-// whole item's latency (the per-head kernel in gdn_output.cuh loaded, computed and stored in turn,
-// with a CTA's lifetime too short to hide its prologue). The value heads of one q/k head are
-// neighbouring items, so their second read of q and k hits L2.
+// loading (two stages) while it computes the current one, so the SM never waits on a whole item's
+// latency (the per-head kernel in gdn_output.cuh loaded, computed and stored in turn, with a
+// CTA's lifetime too short to hide its prologue). On sm_90 full chunks load by bulk copies (the
+// TMA engine, one per tile row), elsewhere and for partial chunks by cp.async. The value heads of
+// one q/k head are neighbouring items, so their second read of q and k hits L2.
 // Eight warps: warp w takes rows 16 (w / 2) .. + 16 and value columns 64 (w % 2) .. + 64. Each
 // computes its rows' Q K^T (only the n-tiles at or left of the diagonal) and keeps P in registers
 // as the A operand of P V_new (the m16n8 accumulator layout is the m16k16 A layout), so P never
 // goes through shared memory; warps of light and heavy row blocks share each SM sub-partition.
 #pragma once
+
+#include <atomic>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/gdn/gdn_bulk.cuh"
@@ -247,12 +250,20 @@ Status launch_output_stream_t(const OutputParams& p, const SeqLayout& L, int64_t
                               cudaStream_t s) {
   const int64_t items = max_chunks * p.HV;
   if (items <= 0) return Status::Ok();
-  const size_t smem = sizeof(OutStreamSmem<T>);
+  const int smem = static_cast<int>(sizeof(OutStreamSmem<T>));
   auto* kernel = bulk ? output_stream_kernel<T, true> : output_stream_kernel<T, false>;
-  ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  int dev = 0, sms = 0;
+  // Per device, cached (host time on every call otherwise): the SM count, once both kernels may
+  // take their shared memory.
+  static std::atomic<int> sm_count[64] = {};
+  int dev = 0;
   ATTNKIT_CUDA_TRY(cudaGetDevice(&dev));
-  ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  int sms = dev < 64 ? sm_count[dev].load(std::memory_order_relaxed) : 0;
+  if (sms == 0) {
+    for (auto* k : {output_stream_kernel<T, false>, output_stream_kernel<T, true>})
+      ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (dev < 64) sm_count[dev].store(sms, std::memory_order_relaxed);
+  }
   // At most one CTA per SM, and as few as give each CTA the same number of items (the last one
   // perhaps fewer): no round where only some SMs still work.
   const int64_t rounds = (items + sms - 1) / sms;
