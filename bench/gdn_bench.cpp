@@ -139,19 +139,9 @@ int main(int argc, char** argv) {
       check(gdn_decode_step(a), "decode");
     };
     const double ms = median_ms(run, 100);
-    // Side by side: the ring filled by cp.async instead of bulk copies, and the register-prefetch
-    // kernel (what the ring kernel replaced).
-    auto with_env = [&](const char* name) {
-      setenv(name, "1", 1);
-      const double t = median_ms(run, 100);
-      unsetenv(name);
-      return t;
-    };
-    const double ms_cp = with_env("ATTNKIT_GDN_DECODE_NO_BULK");
-    const double ms_reg = with_env("ATTNKIT_GDN_DECODE_REG_PREFETCH");
     const double bytes = 2.0 * B * HV * D * D * 4;
-    std::printf("decode B=%-4ld                %9.4f ms  %8.1f GB/s (state r+w) | ring by cp.async %.4f ms (%.1f GB/s), register-prefetch kernel %.4f ms (%.1f GB/s)\n",
-                long(B), ms, bytes / ms / 1e6, ms_cp, bytes / ms_cp / 1e6, ms_reg, bytes / ms_reg / 1e6);
+    std::printf("decode B=%-4ld                %9.4f ms  %8.1f GB/s (state r+w)\n", long(B), ms,
+                bytes / ms / 1e6);
   }
   struct Case { const char* name; int64_t T; std::vector<int32_t> lens; };
   for (const Case& c : {Case{"B1_T4k", 4096, {}}, Case{"B1_T16k", 16384, {}}, Case{"B1_T64k", 65536, {}},
@@ -210,21 +200,10 @@ int main(int argc, char** argv) {
     const double ms_h = median_ms([&] { check(gdn_state_pass(sa), "state"); }, 20);
     GdnOutputArgs oa{q.view(), k.view(), vn.view(), h.view(), gc.view(), cuv, o.view()};
     const double ms_o = median_ms([&] { check(gdn_chunk_output(oa), "output"); }, 20);
-    // Side by side: the streaming kernel loading by cp.async instead of bulk copies, and the
-    // per-head kernel (what the streaming one replaced).
-    auto out_with_env = [&](const char* name) {
-      setenv(name, "1", 1);
-      const double t = median_ms([&] { check(gdn_chunk_output(oa), "output"); }, 20);
-      unsetenv(name);
-      return t;
-    };
-    const double ms_o_cp = out_with_env("ATTNKIT_GDN_OUTPUT_NO_BULK");
-    const double ms_o_ph = out_with_env("ATTNKIT_GDN_OUTPUT_PER_HEAD");
-    // q and k, V_new and O, h (16-bit), the fp32 gates: each once.
     const double bytes_o = (2.0 * T * H * D + 2.0 * T * HV * D + double(C) * HV * D * D) * 2 + T * HV * 4.0;
-    std::printf("forward %-12s T=%-6ld   %9.4f ms  %8.2f Mtok/s | kkt+inv %.4f ms  state %.4f ms  output %.4f ms (%.1f GB/s), by cp.async %.4f ms (%.1f GB/s), per-head kernel %.4f ms (%.1f GB/s) | mma.sync fwd %.4f ms, mma intra %.4f ms\n",
-                c.name, long(T), ms, T / ms / 1e3, ms_kkt, ms_h, ms_o, bytes_o / ms_o / 1e6, ms_o_cp,
-                bytes_o / ms_o_cp / 1e6, ms_o_ph, bytes_o / ms_o_ph / 1e6, ms_mma, ms_mma_intra);
+    std::printf("forward %-12s T=%-6ld   %9.4f ms  %8.2f Mtok/s | kkt+inv %.4f ms  state %.4f ms  output %.4f ms (%.1f GB/s) | mma.sync fwd %.4f ms, mma intra %.4f ms\n",
+                c.name, long(T), ms, T / ms / 1e3, ms_kkt, ms_h, ms_o, bytes_o / ms_o / 1e6, ms_mma,
+                ms_mma_intra);
   }
   return 0;
 }

@@ -245,41 +245,14 @@ TEST(GdnChunkCuda, StagesDenseBf16Intermediates) {
   run_stages({2, 150, 1, 2, {}}, DType::kBFloat16, 32);
 }
 TEST(GdnChunkCuda, StagesGroupOfThreeValueHeads) {
-  // The per-head chunk-output kernel serves a q/k head's value heads in turn through two buffers:
-  // a third head reuses the first one's. The streaming kernel (the default) on the same case.
+  // The chunk output serves a q/k head's value heads in turn through two buffers: a third head
+  // reuses the first one's.
   run_stages({2, 190, 1, 3, {}}, DType::kBFloat16, 34);
-  setenv("ATTNKIT_GDN_OUTPUT_PER_HEAD", "1", 1);
-  run_stages({2, 190, 1, 3, {}}, DType::kBFloat16, 34);
-  unsetenv("ATTNKIT_GDN_OUTPUT_PER_HEAD");
 }
 TEST(GdnChunkCuda, StagesFp16Inputs) {
   ChunkCase c{1, 96, 2, 2, {}};
   c.dt = DType::kFloat16;
   run_stages(c, DType::kFloat32, 33);
-}
-// The chunk output comes as three kernels: the streaming one (the default: at most one CTA per SM,
-// walking (chunk, value head) items through two buffers), loading by bulk copies on sm_90 (full
-// chunks; partial ones by cp.async) or by cp.async alone (ATTNKIT_GDN_OUTPUT_NO_BULK=1), and the
-// per-head one (ATTNKIT_GDN_OUTPUT_PER_HEAD=1). Enough chunks here that each streaming CTA takes
-// several items on any GPU of up to 132 SMs (both buffers refilled): dense with a partial last
-// chunk; ragged with a one-token sequence and partial chunks between full ones, three value heads
-// per q/k head; then fp32 intermediates (the converting loads).
-TEST(GdnChunkCuda, StagesOutputEachKernelManyChunks) {
-  const std::pair<ChunkCase, DType> cases[] = {
-      {{2, 3190, 2, 4, {}}, DType::kBFloat16},
-      {{1, 5000, 1, 3, {0, 1000, 1001, 3100, 5000}}, DType::kBFloat16},
-      {{1, 5000, 1, 3, {0, 1000, 1001, 3100, 5000}}, DType::kFloat32}};
-  const char* variants[] = {"", "ATTNKIT_GDN_OUTPUT_NO_BULK", "ATTNKIT_GDN_OUTPUT_PER_HEAD"};
-  uint64_t seed = 40;
-  for (const auto& [c, inter] : cases) {
-    for (const char* name : variants) {
-      SCOPED_TRACE(std::string("T=") + std::to_string(c.T) + " " + (*name ? name : "default"));
-      if (*name) setenv(name, "1", 1);
-      run_stages(c, inter, seed);
-      if (*name) unsetenv(name);
-    }
-    ++seed;
-  }
 }
 
 }  // namespace

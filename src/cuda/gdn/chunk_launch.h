@@ -11,17 +11,10 @@ struct SeqLayout;
   Status launch_intra_##SUFFIX(const IntraParams&, const SeqLayout&, int64_t, cudaStream_t);        \
   Status launch_state_##SUFFIX(const StateParams&, const SeqLayout&, cudaStream_t);                 \
   Status launch_state_output_##SUFFIX(const StateOutParams&, const SeqLayout&, cudaStream_t);        \
-  Status launch_output_##SUFFIX(const OutputParams&, const SeqLayout&, int64_t, cudaStream_t);      \
-  Status launch_output_stream_##SUFFIX(const OutputParams&, const SeqLayout&, int64_t, cudaStream_t);
+  Status launch_output_##SUFFIX(const OutputParams&, const SeqLayout&, int64_t, cudaStream_t);
 ATTNKIT_GDN_DECLARE(bf16)
 ATTNKIT_GDN_DECLARE(fp16)
 #undef ATTNKIT_GDN_DECLARE
-// The chunk-output stage alone, streaming (output_stream.cu): one CTA per SM over (chunk, value
-// head) items, the next item's tiles loading while the current one computes, by bulk copies
-// (bulk = true: sm_90 devices of sm_90a builds only) or cp.async. The default; the per-head
-// kernel above (launch_output_*) stays for ATTNKIT_GDN_OUTPUT_PER_HEAD=1.
-Status launch_output_stream_bf16(const OutputParams&, const SeqLayout&, int64_t, bool bulk, cudaStream_t);
-Status launch_output_stream_fp16(const OutputParams&, const SeqLayout&, int64_t, bool bulk, cudaStream_t);
 // The fused state/output stage on WGMMA + TMA (state_output_sm90_*.cu): sm_90a builds, sm_90
 // devices; other builds answer Unsupported. The gates must be head-major (g_cum.st == 1).
 Status launch_state_output_sm90_bf16(const StateOutParams&, const SeqLayout&, cudaStream_t);

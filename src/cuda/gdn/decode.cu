@@ -9,7 +9,6 @@
 //   S <- exp(g) S + k v'^T.
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/gdn/gdn_device.cuh"
@@ -222,11 +221,7 @@ Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
 
 Status launch_decode(const DecodeParams& p, cudaStream_t s) {
   if (p.N == 0 || p.HV == 0) return Status::Ok();
-  // This file's kernel on request (tests, side-by-side timings in gdn_bench); the ring kernel,
-  // which keeps more of the state in flight, otherwise.
-  const char* env = std::getenv("ATTNKIT_GDN_DECODE_REG_PREFETCH");
-  if (env != nullptr && env[0] == '1' && env[1] == '\0') return launch_decode_bv<64>(p, s);
-  return launch_decode_ring(p, s);
+  return launch_decode_bv<64>(p, s);
 }
 
 }  // namespace attnkit::gdn_cuda

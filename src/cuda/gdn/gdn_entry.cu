@@ -236,22 +236,13 @@ Status run_state_output(DType dt, const gdn_cuda::StateOutParams& p, const Stage
   return dt == DType::kBFloat16 ? gdn_cuda::launch_state_output_bf16(p, layout(seq, off), s)
                                 : gdn_cuda::launch_state_output_fp16(p, layout(seq, off), s);
 }
-// The chunk output: the streaming kernel, its loads by bulk copies on sm_90 (as the WGMMA kernels:
-// ATTNKIT_GDN_NO_WGMMA=1 turns them off too) unless ATTNKIT_GDN_OUTPUT_NO_BULK=1 asks for
-// cp.async; ATTNKIT_GDN_OUTPUT_PER_HEAD=1: the older kernel of one CTA per (chunk, q/k head,
-// V half). The switches serve tests and side-by-side timings (gdn_bench).
-Status run_output(DType dt, const gdn_cuda::OutputParams& p, const StageCall& c, int device) {
+Status run_output(DType dt, const gdn_cuda::OutputParams& p, const StageCall& c) {
   const gdn_cuda::SeqArgs& seq = c.seq();
   const int32_t* off = c.offsets();
   const cudaStream_t s = c.stream();
   if (seq.max_chunks == 0 || p.HV == 0) return Status::Ok();
-  if (env_is_1("ATTNKIT_GDN_OUTPUT_PER_HEAD"))
-    return dt == DType::kBFloat16 ? gdn_cuda::launch_output_bf16(p, layout(seq, off), seq.max_chunks, s)
-                                  : gdn_cuda::launch_output_fp16(p, layout(seq, off), seq.max_chunks, s);
-  const bool bulk = use_sm90(device) && !env_is_1("ATTNKIT_GDN_OUTPUT_NO_BULK");
-  return dt == DType::kBFloat16
-             ? gdn_cuda::launch_output_stream_bf16(p, layout(seq, off), seq.max_chunks, bulk, s)
-             : gdn_cuda::launch_output_stream_fp16(p, layout(seq, off), seq.max_chunks, bulk, s);
+  return dt == DType::kBFloat16 ? gdn_cuda::launch_output_bf16(p, layout(seq, off), seq.max_chunks, s)
+                                : gdn_cuda::launch_output_fp16(p, layout(seq, off), seq.max_chunks, s);
 }
 
 }  // namespace
@@ -345,7 +336,7 @@ Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const 
   op.H = static_cast<int>(p.H);
   op.HV = static_cast<int>(p.HV);
   op.scale = p.scale;
-  return run_output(p.dtype, op, call, p.device.index);
+  return run_output(p.dtype, op, call);
 }
 
 // The whole forward: [l2norm] -> fused cumsum/kkt/inverse/W/U/P -> fused state pass + output (the

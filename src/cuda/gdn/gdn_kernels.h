@@ -52,9 +52,6 @@ struct DecodeParams {
   bool l2norm = false;
 };
 Status launch_decode(const DecodeParams& p, cudaStream_t s);
-// The default decode kernel (decode_ring.cu); launch_decode picks it unless
-// ATTNKIT_GDN_DECODE_REG_PREFETCH=1 asks for decode.cu's own kernel.
-Status launch_decode_ring(const DecodeParams& p, cudaStream_t s);
 
 // Scratch for the GPU-side chunk offsets of a ragged batch: int32 [N + 1].
 Status launch_chunk_offsets(const SeqArgs& seq, int32_t* chunk_off, cudaStream_t s);
