@@ -552,10 +552,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   }
   __syncthreads();
   decode_store<Tile, T>(p, red, rows_total, b, hk, q_start, split);
-  // The stages (red included) are free once every thread is past decode_store: the merge's
-  // first barrier sees to that.
-  if (p.num_splits > 1)
-    decode_merge_if_last<Tile, T>(p, reinterpret_cast<float*>(sK), rows_total, b, hk, q_start);
+  if (p.num_splits > 1) decode_merge_if_last<Tile, T>(p, rows_total, b, hk, q_start);
 }
 
 }  // namespace attnkit::gpu
