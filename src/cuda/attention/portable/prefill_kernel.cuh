@@ -16,7 +16,10 @@
 //     argument, one FFMA per score;
 //   - key tiles that every row sees entirely skip the mask;
 //   - O is staged through shared memory (the warp's own Q rows, dead by then) and written with
-//     16-byte stores.
+//     16-byte stores;
+//   - with one query head per KV head (no GQA packing), O rows are addressed from one base and
+//     the row stride, without a division per 16-byte piece. (The same for the Q copy doubled
+//     ptxas's spill traffic inside the d128 key loop, so Q keeps the general path.)
 //
 // Split-KV (num_splits > 1): split s handles the s-th slice of the tile's key blocks and writes a
 // normalised fp32 partial O and its natural-log LSE; combine_kernel.cuh merges them and adds the
@@ -536,16 +539,25 @@ __global__ void __launch_bounds__(Tile::kThreads)
   __syncwarp();
   constexpr int kPieces = kDv / 8;  // 16-byte pieces per row
   static_assert((Tile::kWarpRows * kPieces) % 32 == 0, "whole warp passes over the staged rows");
+  // One query head per KV head: the warp's rows are consecutive tokens, at a fixed stride.
+  T* const o_warp = static_cast<T*>(p.o) + b * p.o_batch_stride +
+                    int64_t{q_start + m0 + warp_row0} * p.o_row_stride +
+                    int64_t{hk} * p.o_head_stride;
 #pragma unroll
   for (int k = 0; k < Tile::kWarpRows * kPieces / 32; ++k) {
     const int c_idx = lane + k * 32;
     const int rl = c_idx / kPieces, col = (c_idx % kPieces) * 8;
     const int r = m0 + warp_row0 + rl;
     if (r >= rows_total) continue;
-    int tok, hg;
-    p.group.divmod(r, tok, hg);
-    T* dst = static_cast<T*>(p.o) + b * p.o_batch_stride + int64_t{q_start + tok} * p.o_row_stride +
-             int64_t{hk * G + hg} * p.o_head_stride + col;
+    T* dst;
+    if (G == 1) {
+      dst = o_warp + int64_t{rl} * p.o_row_stride + col;
+    } else {
+      int tok, hg;
+      p.group.divmod(r, tok, hg);
+      dst = static_cast<T*>(p.o) + b * p.o_batch_stride + int64_t{q_start + tok} * p.o_row_stride +
+            int64_t{hk * G + hg} * p.o_head_stride + col;
+    }
     *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(sO + rl * kOS + col);
   }
 }
