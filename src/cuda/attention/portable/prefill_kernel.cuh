@@ -14,7 +14,8 @@
 //   - a plain scaled dot product (NoScoreMod, positive scale: the dispatcher sends others to the
 //     generic variant) takes the row max on the raw scores and folds the scale into the exp2
 //     argument, one FFMA per score;
-//   - key tiles that every row sees entirely skip the mask;
+//   - key tiles that every row sees entirely skip the mask; a warp skips the key tiles past the
+//     last one its rows see (causal diagonal tiles);
 //   - O is staged through shared memory (the warp's own Q rows, dead by then) and written with
 //     16-byte stores;
 //   - with one query head per KV head (no GQA packing), O rows are addressed from one base and
@@ -297,8 +298,20 @@ __global__ void __launch_bounds__(Tile::kThreads)
   // V as B via .trans (k x n stored row-major): (k0, n0) (k0+8, n0) (k0, n0+8) (k0+8, n0+8).
   const uint32_t v_lane = smem_addr(sV + ((mi & 1) * 8 + mr) * kVS + (mi >> 1) * 8);
 
-  // Warps whose rows are all padding (the sequence's last row tile) only help load.
+  // Warps whose rows are all padding (the sequence's last row tile) only help load. With a mask,
+  // a warp also only helps load past the last key tile its last row sees (causal, 128-row tiles:
+  // the upper two warps skip the diagonal's last key tile, whose MMAs would only multiply by
+  // zero): tiles [warp_tiles, n_tiles). Bounds never decrease down the rows, so the last row's
+  // bound holds for the whole warp.
+  constexpr bool kMasked = !std::is_same_v<Mask, NoMask>;
   const bool warp_active = m0 + warp_row0 < rows_total;
+  int warp_tiles = n_tiles;
+  if (kMasked && warp_active) {
+    const int r_last = min(m0 + warp_row0 + Tile::kWarpRows, rows_total) - 1;
+    const int64_t hi = min(mask.hi(int64_t{p.group.div(r_last)} + sk - sq), int64_t{sk} - 1);
+    const int64_t last_tile = hi < 0 ? -1 : hi / kBlockN;  // the last tile it sees
+    warp_tiles = static_cast<int>(max(min(last_tile + 1, int64_t{n_end}) - n_begin, int64_t{0}));
+  }
   // Scores in log2 units are s * c (linear mod) or the mod's output (c = 1).
   const float c = kLinear ? p.scale_log2 : 1.f;
   constexpr int kQF = Tile::kQInRegs ? kDqk / 16 : 1;
@@ -344,7 +357,8 @@ __global__ void __launch_bounds__(Tile::kThreads)
         cp_async_commit();
       }
     };
-    if (!warp_active) {
+    // A skipped tile would leave the warp's rows as they are: every score of it is masked.
+    if (!warp_active || (kMasked && t >= warp_tiles)) {
       next_k();
       continue;
     }
