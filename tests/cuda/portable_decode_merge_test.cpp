@@ -1,8 +1,8 @@
 // The decode kernel's in-kernel split merge (decode_merge.cuh): the last split CTA of each
 // (sequence, KV head) merges the partials. Split counts 1/3/16/128 agree with one split and are
 // bit-identical across runs; a workspace full of garbage (it is scratch between calls, so the
-// arrival counters in it may hold anything) still merges correctly, call after call; and a
-// captured plan replays bit-identically.
+// arrival counters in it may hold anything) still merges correctly, call after call; a captured
+// plan replays bit-identically; and the merge's thread mapping holds for every row count.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -135,6 +135,40 @@ TEST(PortableDecodeMerge, GraphReplaysBitIdentical) {
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));
   CUDA_OK(cudaStreamDestroy(stream));
+}
+
+
+// The merge splits each (row, 4 columns) item over up to 32 threads when the rows are few (1 row:
+// 8 threads per item, 4 rows: 2, 16 rows: 1) and loads at most 16 splits per thread at once:
+// 37 and 128 splits over 1, 2, 4, 8 and 16 rows, a second sequence whose later splits see no key,
+// sinks and large logits. Each must match the reference and one split, and rerun bit-identically.
+TEST(PortableDecodeMerge, ThreadsPerItemAndLoadRounds) {
+  const struct {
+    int hq, hkv, sq;
+  } shapes[] = {{8, 8, 1}, {8, 4, 1}, {32, 8, 1}, {16, 2, 1}, {32, 8, 4}};
+  uint64_t seed = 3300;
+  for (const auto& sh : shapes) {
+    AttnCase c = gqa_case(2, sh.sq, 1, ++seed, sh.hq, sh.hkv);
+    c.seqlens_k = {4500, 300};
+    c.kv = KvKind::kSeqused;
+    c.sinks = true;
+    c.qk_scale = 3.f;
+    if (sh.sq > 1) c.mask = Mask::causal();
+    std::vector<float> one;
+    for (int splits : {1, 37, 128}) {
+      c.num_splits = splits;
+      SCOPED_TRACE(c.str());
+      GpuRun r = run_on_gpu(c);
+      ASSERT_EQ(r.plan.num_splits, splits);
+      expect_gpu_matches(r);
+      const std::vector<float> o = read_back(r.dev.o);
+      if (splits == 1)
+        one = o;
+      else
+        EXPECT_TRUE(close_to(o, one, gpu_o_tolerance(c.dtype), "O vs 1 split"));
+      if (splits > 1) expect_rerun_bit_identical(r, portable_opts());
+    }
+  }
 }
 
 }  // namespace

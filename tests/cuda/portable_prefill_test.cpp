@@ -217,6 +217,30 @@ TEST(PortablePrefill, ScaleSignAndSplits) {
       }
 }
 
+// One query head per KV head over several 128-row tiles (d64 / d128): with a mask, a warp skips
+// the key tiles past the last one its rows see (the causal diagonal's last tile for the upper two
+// warps), and O rows are written from one base; windows and chunks end the warps' key ranges
+// elsewhere, Sq != Sk shifts them, and split-KV cuts the CTA's key range before the warp's cut.
+TEST(PortablePrefill, MhaWarpKeyRanges) {
+  const Mask masks[] = {Mask::none(), Mask::causal(), Mask::sliding_window(100, 0),
+                        Mask::chunked(96)};
+  uint64_t seed = 1200;
+  for (int d : {64, 128})
+    for (const Mask& m : masks)
+      for (auto [sq, sk] : {std::pair{300, 300}, {200, 457}})
+        for (int splits : {1, 3}) {
+          AttnCase c = gqa_case(2, sq, sk, ++seed, 2, 2);
+          c.dqk = c.dv = d;
+          c.mask = m;
+          c.num_splits = splits;
+          SCOPED_TRACE(c.str());
+          const GpuRun r = run_on_gpu(c);
+          EXPECT_EQ(r.plan.num_splits, splits) << r.plan.kernel;
+          EXPECT_EQ(r.plan.kernel.rfind("portable_fwd_", 0), 0u) << r.plan.kernel;
+          expect_gpu_matches(r);
+        }
+}
+
 TEST(PortablePrefill, DeviceIndicesValidated) {
   AttnCase c = base(3, 1, 1, 800);
   c.ragged_q = true;

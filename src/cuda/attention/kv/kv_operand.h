@@ -78,6 +78,18 @@ struct KvOperand {
   __device__ __forceinline__ int clamp_page(int entry) const {
     return min(max(entry, 0), num_pages - 1);
   }
+  // Warms L2 with the page-table entries of keys [j_begin, j_end) of sequence b (paged only; at
+  // most one entry per thread of `threads`, all within the table since j_end <= k_rows). A kernel
+  // that must read the sequence length before it knows which entries it needs issues this first,
+  // so that its page-table reads then hit L2 instead of waiting on memory a second time.
+  __device__ __forceinline__ void prefetch_pages(int b, int j_begin, int j_end, int tid,
+                                                 int threads) const {
+    if (kind != KvKind::kPaged || j_end <= j_begin || j_end > k_rows || tid >= threads) return;
+    const int pi = page_size.div(j_begin) + tid;
+    if (pi > page_size.div(j_end - 1)) return;
+    const int32_t* entry = page_table + b * pt_batch_stride + pi * pt_col_stride;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(entry));
+  }
   __device__ __forceinline__ int64_t k_offset(int64_t outer, int row, int head) const {
     return outer * k_outer_stride + row * k_row_stride + head * k_head_stride;
   }

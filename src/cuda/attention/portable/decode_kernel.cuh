@@ -166,6 +166,17 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   const int b = blockIdx.y;
   const int G = p.group.d;
 
+  // Paged KV: the page-table reads wait on the sequence length (seqused_k) and this split's key
+  // range. Guess that range as if the sequence filled its pages and had no mask, and warm L2 with
+  // the entries of its first stages now, while the length is read.
+  if (p.kv.kind == KvKind::kPaged && p.kv.num_pages > 0) {
+    const int64_t n_all = (int64_t{p.kv.k_rows} + kBlockN - 1) / kBlockN;
+    const int64_t nb = n_all * split / p.num_splits;
+    p.kv.prefetch_pages(b, static_cast<int>(nb * kBlockN),
+                        static_cast<int>(min((nb + kStages) * kBlockN, int64_t{p.kv.k_rows})), tid,
+                        kThreads);
+  }
+
   const QSeq qs = q_sequence(p, b);
   const int q_start = qs.start;
   // Dispatch guarantees max_seqlen_q * G <= kRows; a corrupt cu_seqlens_q may claim more.
@@ -552,10 +563,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   }
   __syncthreads();
   decode_store<Tile, T>(p, red, rows_total, b, hk, q_start, split);
-  // The stages (red included) are free once every thread is past decode_store: the merge's
-  // first barrier sees to that.
-  if (p.num_splits > 1)
-    decode_merge_if_last<Tile, T>(p, reinterpret_cast<float*>(sK), rows_total, b, hk, q_start);
+  if (p.num_splits > 1) decode_merge_if_last<Tile, T>(p, rows_total, b, hk, q_start);
 }
 
 }  // namespace attnkit::gpu

@@ -5,9 +5,9 @@
 // attention grid to drain, and its own ramp, all on the critical path of a short decode call.
 //
 // The math is merge_states' (combine_kernel.cuh): LSE = log(sum_n exp(LSE_n)) with the sink as
-// one more state with O = 0 that counts only when some split saw a key, O = sum_n w_n O_n. The
-// sum runs over the splits in index order whichever CTA happens to be last, so results are
-// bit-identical across runs.
+// one more state with O = 0 that counts only when some split saw a key, O = sum_n w_n O_n. Each
+// thread folds a fixed set of splits in index order and the threads' states meet in a fixed
+// order, whichever CTA happens to be last, so results are bit-identical across runs.
 //
 // The counters live in the plan's workspace, which is scratch (ExecOptions) and may hold anything
 // between calls, so the launcher zeroes them in a tiny kernel right before the attention kernel
@@ -25,7 +25,7 @@
 
 namespace attnkit::gpu {
 
-// The most splits the merge takes (its shared scratch holds one weight per split and row).
+// The most splits a decode call takes: bounds the workspace and the merging CTA's loads per item.
 inline constexpr int kMaxDecodeSplits = 128;
 
 // Zeroes the arrival counters of one decode call, then lets the attention kernel start.
@@ -40,17 +40,23 @@ __global__ void __launch_bounds__(kBlock) decode_zero_counters(unsigned* counter
 }
 
 // Called by every thread of a split CTA after decode_store wrote its partial rows [0, rows).
-// `scratch`: shared memory for (rows x num_splits + rows) floats, free once all threads are past
-// decode_store (the first barrier below).
+//
+// The last CTA's merge is on the critical path of every split call, so it is one pass with its
+// loads in flight together: each (row, 4 columns) item gets T threads (a power of two, as many
+// as the CTA has for its items: 2 at batch 1 with 4 rows), each of which loads the LSEs and O
+// quads of every T-th split, up to kMergeLoads of them at once, folds them into an online state
+// (max, denominator, weighted O), and the T states meet through shuffles in a fixed order. No
+// shared memory and no barrier after the arrival count; the result does not depend on which CTA
+// came last.
+inline constexpr int kMergeLoads = 16;
+
 template <class Tile, typename T>
-__device__ __forceinline__ void decode_merge_if_last(const FwdParams& p, float* scratch, int rows,
-                                                     int b, int hk, int q_start) {
-  constexpr int kDv = Tile::kDv, kThreads = Tile::kThreads, kWarps = kThreads / 32;
+__device__ __forceinline__ void decode_merge_if_last(const FwdParams& p, int rows, int b, int hk,
+                                                     int q_start) {
+  constexpr int kDv = Tile::kDv, kThreads = Tile::kThreads;
   constexpr int kC = kDv / 4;
-  static_assert(Tile::kRows * (kMaxDecodeSplits + 1) * 4 <= Tile::kStages * Tile::kStageBytes,
-                "merge scratch must fit in the stages");
   __shared__ int s_last;
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int tid = threadIdx.x;
   const int S = p.num_splits, G = p.group.d;
 
   // Release: this CTA's partial is visible device-wide before its arrival is counted.
@@ -67,81 +73,115 @@ __device__ __forceinline__ void decode_merge_if_last(const FwdParams& p, float* 
   if (!s_last) return;
   __threadfence();  // acquire: the other splits' partials are read after their arrivals
 
+  const int items = rows * kC;
+  int tpi = 1;  // threads per item
+  while (tpi < 32 && 2 * tpi * items <= kThreads) tpi *= 2;
+  const int sub = tid & (tpi - 1);
+  const int per_pass = kThreads / tpi;
   // Partials of other CTAs are read with ld.global.cg (L2), never from this SM's L1.
   const int64_t lse_split_stride = p.part_rows * p.hq;
   const int64_t o_split_stride = lse_split_stride * kDv;
-  auto flat_row = [&](int tok) {
-    return p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok : int64_t{b} * p.q_rows + tok;
-  };
-
-  // ---- the splits' LSEs, then per row (one warp each) the weights w_n = exp(LSE_n - LSE)
-  float* s_w = scratch;              // [rows][S]
-  float* s_lse = scratch + rows * S;  // [rows]
-  for (int idx = tid; idx < rows * S; idx += kThreads) {
-    const int rr = idx / S, n = idx - rr * S;
-    int tok, hg;
-    p.group.divmod(rr, tok, hg);
-    s_w[idx] = __ldcg(p.part_lse + n * lse_split_stride + flat_row(tok) * p.hq + hk * G + hg);
-  }
-  __syncthreads();
-  for (int rr = warp; rr < rows; rr += kWarps) {
-    float* w = s_w + rr * S;
-    float m = -INFINITY;
-    for (int n = lane; n < S; n += 32) m = fmaxf(m, w[n]);
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-    // No split saw a key: O = 0, LSE = -inf, whatever the sink (a sink alone is no key).
-    float sink = -INFINITY;
-    if (m != -INFINITY && p.sinks != nullptr)
-      sink = __ldg(p.sinks + (hk * G + rr % G) * p.sinks_stride);
-    m = fmaxf(m, sink);
-    const float m_use = m == -INFINITY ? 0.f : m;
-    float denom = 0.f;
-    for (int n = lane; n < S; n += 32) {
-      const float e = exp2f((w[n] - m_use) * kLog2e);
-      w[n] = e;
-      denom += e;
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) denom += __shfl_xor_sync(0xffffffffu, denom, off);
-    denom += exp2f((sink - m_use) * kLog2e);
-    const float inv = denom > 0.f ? 1.f / denom : 0.f;
-    for (int n = lane; n < S; n += 32) w[n] *= inv;
-    if (lane == 0) s_lse[rr] = denom > 0.f ? m_use + logf(denom) : -INFINITY;
-  }
-  __syncthreads();
-
-  // ---- O: 4 columns per thread, the splits summed in index order
-  for (int idx = tid; idx < rows * kC; idx += kThreads) {
-    const int rr = idx / kC, c = (idx % kC) * 4;
+  // Every lane runs the same passes (the shuffles below need the whole warp).
+  for (int base = 0; base < items; base += per_pass) {
+    const int it = base + tid / tpi;
+    const bool active = it < items;
+    const int rr = active ? it / kC : 0, c = (it % kC) * 4;
     int tok, hg;
     p.group.divmod(rr, tok, hg);
     const int head = hk * G + hg;
-    const float* src = p.part_o + (flat_row(tok) * p.hq + head) * kDv + c;
-    const float* w = s_w + rr * S;
+    const int64_t flat =
+        p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok : int64_t{b} * p.q_rows + tok;
+    const float* lse_src = p.part_lse + flat * p.hq + head;
+    const float* o_src = p.part_o + (flat * p.hq + head) * kDv + c;
+
+    // This thread's splits sub, sub + tpi, ...: m = their largest LSE, den = sum exp(LSE_n - m),
+    // acc = sum exp(LSE_n - m) O_n. A split that saw no key has LSE -inf and O = 0; a zero
+    // weight is skipped so that it cannot turn an infinite value into NaN.
+    float m = -INFINITY, den = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-    for (int n = 0; n < S; ++n) {
-      // Every split wrote its partial (0 where it saw no key), so the load is always valid; a
-      // zero weight is skipped so that it cannot turn an infinite value into NaN.
-      const float4 x = __ldcg(reinterpret_cast<const float4*>(src + n * o_split_stride));
-      const float wt = w[n];
-      if (wt != 0.f) {
-        acc.x += wt * x.x;
-        acc.y += wt * x.y;
-        acc.z += wt * x.z;
-        acc.w += wt * x.w;
+    for (int n0 = sub; n0 < S; n0 += tpi * kMergeLoads) {
+      float l[kMergeLoads];
+      float4 x[kMergeLoads];
+#pragma unroll
+      for (int k = 0; k < kMergeLoads; ++k) {
+        const int n = n0 + k * tpi;
+        l[k] = -INFINITY;
+        x[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (active && n < S) {
+          l[k] = __ldcg(lse_src + n * lse_split_stride);
+          x[k] = __ldcg(reinterpret_cast<const float4*>(o_src + n * o_split_stride));
+        }
       }
+      float mc = m;
+#pragma unroll
+      for (int k = 0; k < kMergeLoads; ++k) mc = fmaxf(mc, l[k]);
+      if (mc == -INFINITY) continue;
+      if (m != -INFINITY) {  // else den and acc are still 0
+        const float r = exp2f((m - mc) * kLog2e);
+        den *= r;
+        acc.x *= r;
+        acc.y *= r;
+        acc.z *= r;
+        acc.w *= r;
+      }
+#pragma unroll
+      for (int k = 0; k < kMergeLoads; ++k) {
+        const float w = exp2f((l[k] - mc) * kLog2e);
+        if (w != 0.f) {
+          den += w;
+          acc.x += w * x[k].x;
+          acc.y += w * x[k].y;
+          acc.z += w * x[k].z;
+          acc.w += w * x[k].w;
+        }
+      }
+      m = mc;
+    }
+    // The tpi states of an item, lanes xor 1, 2, 4, ...: lane sub == 0's result is the same on
+    // every run.
+    for (int off = 1; off < tpi; off *= 2) {
+      const float mo = __shfl_xor_sync(0xffffffffu, m, off);
+      const float dno = __shfl_xor_sync(0xffffffffu, den, off);
+      float4 ao;
+      ao.x = __shfl_xor_sync(0xffffffffu, acc.x, off);
+      ao.y = __shfl_xor_sync(0xffffffffu, acc.y, off);
+      ao.z = __shfl_xor_sync(0xffffffffu, acc.z, off);
+      ao.w = __shfl_xor_sync(0xffffffffu, acc.w, off);
+      const float mn = fmaxf(m, mo);
+      if (mn == -INFINITY) continue;  // neither saw a key
+      const float wa = m == -INFINITY ? 0.f : exp2f((m - mn) * kLog2e);
+      const float wb = mo == -INFINITY ? 0.f : exp2f((mo - mn) * kLog2e);
+      den = den * wa + dno * wb;
+      acc.x = (wa != 0.f ? acc.x * wa : 0.f) + (wb != 0.f ? ao.x * wb : 0.f);
+      acc.y = (wa != 0.f ? acc.y * wa : 0.f) + (wb != 0.f ? ao.y * wb : 0.f);
+      acc.z = (wa != 0.f ? acc.z * wa : 0.f) + (wb != 0.f ? ao.z * wb : 0.f);
+      acc.w = (wa != 0.f ? acc.w * wa : 0.f) + (wb != 0.f ? ao.w * wb : 0.f);
+      m = mn;
+    }
+    if (!active || sub != 0) continue;
+
+    // The sink is one more state with O = 0 that counts only when some split saw a key.
+    float o_scale = 0.f, lse = -INFINITY;
+    if (m != -INFINITY) {
+      float m_fin = m, keep = 1.f;
+      if (p.sinks != nullptr) {
+        const float sink = __ldg(p.sinks + head * p.sinks_stride);
+        m_fin = fmaxf(m, sink);
+        keep = exp2f((m - m_fin) * kLog2e);
+        den = den * keep + exp2f((sink - m_fin) * kLog2e);
+      }
+      o_scale = keep / den;
+      lse = m_fin + logf(den);
     }
     T* dst = static_cast<T*>(p.o) + b * p.o_batch_stride + int64_t{q_start + tok} * p.o_row_stride +
              int64_t{head} * p.o_head_stride + c;
-    dst[0] = from_float<T>(acc.x);
-    dst[1] = from_float<T>(acc.y);
-    dst[2] = from_float<T>(acc.z);
-    dst[3] = from_float<T>(acc.w);
+    dst[0] = from_float<T>(acc.x * o_scale);
+    dst[1] = from_float<T>(acc.y * o_scale);
+    dst[2] = from_float<T>(acc.z * o_scale);
+    dst[3] = from_float<T>(acc.w * o_scale);
     if (p.lse != nullptr && c == 0)
       p.lse[b * p.lse_batch_stride + int64_t{q_start + tok} * p.lse_row_stride +
-            int64_t{head} * p.lse_head_stride] = s_lse[rr];
+            int64_t{head} * p.lse_head_stride] = lse;
   }
 }
 

@@ -14,9 +14,13 @@
 //   - a plain scaled dot product (NoScoreMod, positive scale: the dispatcher sends others to the
 //     generic variant) takes the row max on the raw scores and folds the scale into the exp2
 //     argument, one FFMA per score;
-//   - key tiles that every row sees entirely skip the mask;
+//   - key tiles that every row sees entirely skip the mask; a warp skips the key tiles past the
+//     last one its rows see (causal diagonal tiles);
 //   - O is staged through shared memory (the warp's own Q rows, dead by then) and written with
-//     16-byte stores.
+//     16-byte stores;
+//   - with one query head per KV head (no GQA packing), O rows are addressed from one base and
+//     the row stride, without a division per 16-byte piece. (The same for the Q copy doubled
+//     ptxas's spill traffic inside the d128 key loop, so Q keeps the general path.)
 //
 // Split-KV (num_splits > 1): split s handles the s-th slice of the tile's key blocks and writes a
 // normalised fp32 partial O and its natural-log LSE; combine_kernel.cuh merges them and adds the
@@ -294,8 +298,20 @@ __global__ void __launch_bounds__(Tile::kThreads)
   // V as B via .trans (k x n stored row-major): (k0, n0) (k0+8, n0) (k0, n0+8) (k0+8, n0+8).
   const uint32_t v_lane = smem_addr(sV + ((mi & 1) * 8 + mr) * kVS + (mi >> 1) * 8);
 
-  // Warps whose rows are all padding (the sequence's last row tile) only help load.
+  // Warps whose rows are all padding (the sequence's last row tile) only help load. With a mask,
+  // a warp also only helps load past the last key tile its last row sees (causal, 128-row tiles:
+  // the upper two warps skip the diagonal's last key tile, whose MMAs would only multiply by
+  // zero): tiles [warp_tiles, n_tiles). Bounds never decrease down the rows, so the last row's
+  // bound holds for the whole warp.
+  constexpr bool kMasked = !std::is_same_v<Mask, NoMask>;
   const bool warp_active = m0 + warp_row0 < rows_total;
+  int warp_tiles = n_tiles;
+  if (kMasked && warp_active) {
+    const int r_last = min(m0 + warp_row0 + Tile::kWarpRows, rows_total) - 1;
+    const int64_t hi = min(mask.hi(int64_t{p.group.div(r_last)} + sk - sq), int64_t{sk} - 1);
+    const int64_t last_tile = hi < 0 ? -1 : hi / kBlockN;  // the last tile it sees
+    warp_tiles = static_cast<int>(max(min(last_tile + 1, int64_t{n_end}) - n_begin, int64_t{0}));
+  }
   // Scores in log2 units are s * c (linear mod) or the mod's output (c = 1).
   const float c = kLinear ? p.scale_log2 : 1.f;
   constexpr int kQF = Tile::kQInRegs ? kDqk / 16 : 1;
@@ -341,7 +357,8 @@ __global__ void __launch_bounds__(Tile::kThreads)
         cp_async_commit();
       }
     };
-    if (!warp_active) {
+    // A skipped tile would leave the warp's rows as they are: every score of it is masked.
+    if (!warp_active || (kMasked && t >= warp_tiles)) {
       next_k();
       continue;
     }
@@ -536,16 +553,25 @@ __global__ void __launch_bounds__(Tile::kThreads)
   __syncwarp();
   constexpr int kPieces = kDv / 8;  // 16-byte pieces per row
   static_assert((Tile::kWarpRows * kPieces) % 32 == 0, "whole warp passes over the staged rows");
+  // One query head per KV head: the warp's rows are consecutive tokens, at a fixed stride.
+  T* const o_warp = static_cast<T*>(p.o) + b * p.o_batch_stride +
+                    int64_t{q_start + m0 + warp_row0} * p.o_row_stride +
+                    int64_t{hk} * p.o_head_stride;
 #pragma unroll
   for (int k = 0; k < Tile::kWarpRows * kPieces / 32; ++k) {
     const int c_idx = lane + k * 32;
     const int rl = c_idx / kPieces, col = (c_idx % kPieces) * 8;
     const int r = m0 + warp_row0 + rl;
     if (r >= rows_total) continue;
-    int tok, hg;
-    p.group.divmod(r, tok, hg);
-    T* dst = static_cast<T*>(p.o) + b * p.o_batch_stride + int64_t{q_start + tok} * p.o_row_stride +
-             int64_t{hk * G + hg} * p.o_head_stride + col;
+    T* dst;
+    if (G == 1) {
+      dst = o_warp + int64_t{rl} * p.o_row_stride + col;
+    } else {
+      int tok, hg;
+      p.group.divmod(r, tok, hg);
+      dst = static_cast<T*>(p.o) + b * p.o_batch_stride + int64_t{q_start + tok} * p.o_row_stride +
+            int64_t{hk * G + hg} * p.o_head_stride + col;
+    }
     *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(sO + rl * kOS + col);
   }
 }
