@@ -131,7 +131,14 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
       FwdConfig<Element, kHeadDim, kCausal, 2, sm90_kv_block(kHeadDim), 2, kHeadDimV>,
       std::conditional_t<kBlockN == 0, FwdConfig<Element, kHeadDim, kCausal>,
                          FwdConfig<Element, kHeadDim, kCausal, 2, kBlockN, 2>>>;
-  if constexpr (std::is_same_v<Mask, MaskCausal> && kHeadDim == 128) {
+  if constexpr (std::is_same_v<Mask, MaskCausal> && (kHeadDim == 128 || kHeadDim == 256) &&
+                !Kv::kPaged) {
+    if (a.causal_pairs)
+      return launch_fwd<Cfg, PersistentCausalPairScheduler, Mask, Mod, Sinks, Kv>(a, stream);
+    if (kHeadDim == 128 && a.persistent)
+      return launch_fwd<Cfg, PersistentLongestFirstScheduler, Mask, Mod, Sinks, Kv>(a, stream);
+    return launch_fwd<Cfg, LongestFirstScheduler, Mask, Mod, Sinks, Kv>(a, stream);
+  } else if constexpr (std::is_same_v<Mask, MaskCausal> && kHeadDim == 128) {
     if (a.persistent)
       return launch_fwd<Cfg, PersistentLongestFirstScheduler, Mask, Mod, Sinks, Kv>(a, stream);
     return launch_fwd<Cfg, LongestFirstScheduler, Mask, Mod, Sinks, Kv>(a, stream);

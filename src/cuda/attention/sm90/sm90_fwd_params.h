@@ -36,6 +36,9 @@ struct Sm90FwdArgs {
   float scale = 0.f;
   bool pingpong = true;  // consumer warpgroups take turns issuing GEMMs (named barriers)
   bool persistent = false;  // causal d128, no varlen: persistent grid instead of one CTA per tile
+  // Causal d128 / d256, contiguous K/V: persistent grid over pairs of query tiles (long + short),
+  // PersistentCausalPairScheduler; before `persistent`.
+  bool causal_pairs = false;
 
   // Per-sequence lengths (int32, device): any of them makes the launch "varlen".
   const int32_t* cu_seqlens_q = nullptr;

@@ -107,6 +107,43 @@ struct PersistentLongestFirstScheduler {
   }
 };
 
+// PersistentCausalPairScheduler (causal): persistent, each CTA taking the query tiles of one
+// (batch, head) in pairs, the j-th longest then the j-th shortest (m = M-1-j, then m = j), whose KV
+// tiles add up to about M + 1 whatever j: a static round robin over pairs is then balanced (the
+// plain longest-first order above repeats per batch, about once per round, so the snake does not
+// even it out), and the pair's two tiles share K/V in L2. Order: pairs fastest, then heads, then
+// batch. With an odd M the middle tile is alone: its pair's second slot is m = M, past the
+// sequence's end, which the kernel skips.
+struct PersistentCausalPairScheduler {
+  int num_m_blocks = 0;
+  int num_heads = 0;
+  int num_batch = 0;
+
+  ATTNKIT_SM90_HD int num_pairs() const { return (num_m_blocks + 1) / 2; }
+  ATTNKIT_SM90_HD int num_tiles() const { return 2 * num_pairs() * num_heads * num_batch; }
+  static int grid(int num_tiles, int sms) {
+    const int pairs = (num_tiles + 1) / 2;
+    return pairs < sms ? pairs : sms;
+  }
+  // Rounds 2r and 2r + 1 of a CTA are the two tiles of its pair r·grid + cta.
+  ATTNKIT_SM90_HD int tile_index(int cta, int round, int grid) const {
+    return ((round >> 1) * grid + cta) * 2 + (round & 1);
+  }
+  ATTNKIT_SM90_HD WorkTile tile(int idx) const {
+    WorkTile t;
+    const int second = idx & 1;
+    idx >>= 1;
+    const int pairs = num_pairs();
+    const int j = idx % pairs;
+    idx /= pairs;
+    const int longer = num_m_blocks - 1 - j;
+    t.m_block = !second ? longer : (j == longer ? num_m_blocks : j);
+    t.head = idx % num_heads;
+    t.batch = idx / num_heads;
+    return t;
+  }
+};
+
 struct VarlenScheduler {
   int num_m_blocks = 0;  // query tiles of the longest sequence
   int num_heads = 0;
