@@ -15,9 +15,6 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
 #include "cuda/instantiations/sm90_fwd_list.h"
-#include "cuda/instantiations/sm90_exp.h"  // EXPERIMENT
-#include <cstdlib>  // EXPERIMENT
-#include <cstring>  // EXPERIMENT
 
 namespace attnkit::detail {
 namespace {
@@ -345,26 +342,6 @@ Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
   if (!guard.ok()) return Status::Cuda("sm90 attention: cannot select CUDA device " +
                                        std::to_string(prob.device.index));
   const auto stream = static_cast<cudaStream_t>(opts.stream);
-  // EXPERIMENT: ATTNKIT_SM90_EXP = comma list of pair (causal d128/d256/d64w2 on the pair
-  // scheduler), w2 (d64 causal bf16 with two consumer warpgroups), plf (causal d128 persistent).
-  if (const char* e = std::getenv("ATTNKIT_SM90_EXP"); e != nullptr && std::strstr(e, "ovl") &&
-      prob.dtype == DType::kBFloat16 && prob.kv == KvLayout::kContiguous && !prob.q_ragged &&
-      !prob.has_seqused_k && splits <= 1) {
-    const std::string pol = v->policies;
-    using Fn = Status (*)(const Sm90FwdArgs&, cudaStream_t);
-    Fn fn = nullptr;
-    if (pol == "none") fn = prob.dqk == 64 ? gpu::sm90_exp_ovl_d64_none : prob.dqk == 128 ? gpu::sm90_exp_ovl_d128_none : prob.dqk == 256 ? gpu::sm90_exp_ovl_d256_none : nullptr;
-    if (pol == "causal") fn = prob.dqk == 64 ? gpu::sm90_exp_ovl_d64_causal : prob.dqk == 128 ? gpu::sm90_exp_ovl_d128_causal : prob.dqk == 256 ? gpu::sm90_exp_ovl_d256_causal : nullptr;
-    if (fn != nullptr && prob.dv == prob.dqk) return fn(g, stream);
-  }
-  if (const char* e = std::getenv("ATTNKIT_SM90_EXP"); e != nullptr && is_causal(prob.mask) &&
-      prob.kv == KvLayout::kContiguous && !prob.q_ragged) {
-    if (std::strstr(e, "pair")) g.causal_pairs = true;
-    if (std::strstr(e, "plf")) g.persistent = true;
-    if (std::strstr(e, "w2") && prob.dqk == 64 && prob.dtype == DType::kBFloat16 &&
-        std::string(v->policies) == "causal" && splits <= 1)
-      return gpu::sm90_exp_d64w2_causal(g, stream);
-  }
   if (splits <= 1) return v->launch(g, stream);
 
   const SplitWorkspace layout = split_workspace(prob, splits);
