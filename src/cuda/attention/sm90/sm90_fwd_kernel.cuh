@@ -114,9 +114,6 @@ struct FwdConfig {
   // that wait left the next K late: 1.02-1.07x at 512-4k non-causal, about 1.0x at 8k-16k, and
   // 1.00-1.02x causal, measured on H100; at D=64 and D=128 (three stages) it ran 0.97-1.00x.
   static constexpr bool kKvLookahead = kHeadDim > 128;
-  // Persistent grids: a consumer warpgroup issues the next tile's first Q·Kᵀ before it writes the
-  // current tile's O, so that GEMM runs under the epilogue instead of after it.
-  static constexpr bool kOverlapEpilogue = false;
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kThreads = 128 + kConsumerThreads;
 
@@ -595,18 +592,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   PipelineState st_k, st_v;  // run on across tiles, like the producer's
   int q_loads = 0;
-  // Waits for the tile's Q and first K and issues its first Q·Kᵀ, in its turn.
-  auto issue_first_s = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
-    Barrier::wait(&ss.q_full, q_loads & 1);
-    if (pingpong && wg == kWGs - 1 && q_loads == 0)
-      cutlass::arch::NamedBarrier::arrive(kTurnThreads, kTurnBarrier + 0);
-    ++q_loads;
-    pipe_k.consumer_wait(st_k);
-    turn_begin();
-    issue_s(st_k.index());
-    turn_end();
-  };
-  bool s_ahead = false;  // kOverlapEpilogue: this tile's first Q·Kᵀ was issued during the last one
   for (int round = 0;; ++round) {
     const int t = p.sched.tile_index(blockIdx.x, round, gridDim.x);
     if (t >= num_tiles) break;
@@ -637,10 +622,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
 
     if (kr.end > kr.begin) {
+      Barrier::wait(&ss.q_full, q_loads & 1);
+      if (pingpong && wg == kWGs - 1 && q_loads == 0)
+        cutlass::arch::NamedBarrier::arrive(kTurnThreads, kTurnBarrier + 0);
+      ++q_loads;
+
       // Prologue: S for the first (last-in-sequence) tile, alone.
       int n = kr.end - 1;
-      if (!s_ahead) issue_first_s();
-      s_ahead = false;
+      pipe_k.consumer_wait(st_k);
+      turn_begin();
+      issue_s(st_k.index());
+      turn_end();
       warpgroup_wait<0>();
       warpgroup_fence_operand(tSrS);
       pipe_k.consumer_release(st_k);
@@ -694,24 +686,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       warpgroup_fence_operand(tOrO);
       pipe_v.consumer_release(st_v);
       ++st_v;
-    }
-    if constexpr (Cfg::kOverlapEpilogue) {
-      // The next tile's first Q·Kᵀ, if it has one, goes out now (its Q was released by this
-      // tile's last Q·Kᵀ); the same tests as at the top of the loop, for the next tile.
-      const int tn = p.sched.tile_index(blockIdx.x, round + 1, gridDim.x);
-      if (tn < num_tiles) {
-        const WorkTile wn = p.sched.tile(tn);
-        const SeqInfo sn = p.seqs.get(wn.batch);
-        if (wn.m_block * kBlockM < sn.sq) {
-          KvTileRange krn = kv_tile_range<kBlockM, kBlockN>(mask, wn.m_block, sn.sq, sn.sk);
-          if constexpr (!Mask::kLeftEdge) krn.begin = krn.full_begin = 0;
-          krn = split_kv_range(krn, wn.split, p.sched.num_splits);
-          if (krn.end > krn.begin) {
-            issue_first_s();
-            s_ahead = true;
-          }
-        }
-      }
     }
     // ---------------- epilogue of the tile
     const SeqInfo si = p.seqs.get(w.batch);
