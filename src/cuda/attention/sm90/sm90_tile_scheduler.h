@@ -18,6 +18,8 @@
 //   first, then batch; rounds alternate direction ("snake": CTA c takes r·grid + c on even rounds,
 //   r·grid + grid-1-c on odd ones), as a plain round robin would give CTA 0 the longest tile of
 //   every round.
+// PersistentCausalPairScheduler (causal, batched, up to 8k query rows; below): persistent, a
+//   long and a short query tile of one head per CTA, two rounds at a time.
 // VarlenScheduler (per-sequence lengths: cu_seqlens_q / cu_seqlens_k / seqused_k): persistent,
 //   over a virtual grid of query tiles sized by the longest sequence (tiles past a sequence's end
 //   are skipped by the kernel in a few instructions). Order: heads fastest, then batch, then query
@@ -113,7 +115,8 @@ struct PersistentLongestFirstScheduler {
 // plain longest-first order above repeats per batch, about once per round, so the snake does not
 // even it out), and the pair's two tiles share K/V in L2. Order: pairs fastest, then heads, then
 // batch. With an odd M the middle tile is alone: its pair's second slot is m = M, past the
-// sequence's end, which the kernel skips.
+// sequence's end, which the kernel skips. (With split-KV the split is the fastest factor of the
+// index, so the two rounds take two splits instead: every piece still runs once.)
 struct PersistentCausalPairScheduler {
   int num_m_blocks = 0;
   int num_heads = 0;
@@ -191,8 +194,9 @@ struct WithVarlen {
   }
 };
 
-// The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes). Causal at d128
-// takes PersistentLongestFirstScheduler instead up to 512 query rows (sm90_dispatch.cu).
+// The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes). Causal at d64,
+// d128 and d256 takes PersistentCausalPairScheduler instead for batched contiguous K/V up to 8192
+// query rows (1024 at d64; sm90_dispatch.cu).
 template <int kHeadDim, bool kCausal>
 using SchedulerFor = std::conditional_t<
     !kCausal, PersistentScheduler,
