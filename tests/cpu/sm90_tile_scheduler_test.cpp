@@ -11,6 +11,7 @@
 namespace {
 
 using attnkit::gpu::sm90::LongestFirstScheduler;
+using attnkit::gpu::sm90::PersistentCausalPairScheduler;
 using attnkit::gpu::sm90::PersistentLongestFirstScheduler;
 using attnkit::gpu::sm90::PersistentScheduler;
 using attnkit::gpu::sm90::VarlenScheduler;
@@ -76,6 +77,58 @@ TEST(Sm90TileScheduler, GridSizes) {
   EXPECT_EQ(PersistentScheduler::grid(5, 132), 5);
   EXPECT_EQ(PersistentLongestFirstScheduler::grid(1000, 132), 132);
   EXPECT_EQ(LongestFirstScheduler::grid(1000, 132), 1000);  // one CTA per tile
+  EXPECT_EQ(PersistentCausalPairScheduler::grid(1000, 132), 132);
+  EXPECT_EQ(PersistentCausalPairScheduler::grid(10, 132), 5);  // one CTA per pair
+}
+
+// Pairs: every query tile once; with an odd count the middle tile's partner slot is m = M (past
+// the end, skipped by the kernel), once per (batch, head) and never otherwise; a CTA's rounds 2r
+// and 2r + 1 are one (batch, head)'s tiles M-1-j and j, so with one KV tile per query tile
+// (causal, square tiles) every pair sees M + 1 KV tiles (the middle one alone (M + 1) / 2).
+TEST(Sm90TileScheduler, CausalPairsAreBalancedAndCoverEachTileOnce) {
+  int checked = 0;
+  for (const Shape& sh : kShapes)
+    for (int sms : kSms) {
+      PersistentCausalPairScheduler s;
+      s.num_m_blocks = sh.m_blocks;
+      s.num_heads = sh.heads;
+      s.num_batch = sh.batch;
+      const int m = sh.m_blocks;
+      const int grid = s.grid(s.num_tiles(), sms);
+      ASSERT_GE(grid, 1);
+      std::vector<int> seen(static_cast<size_t>(m) * sh.heads * sh.batch, 0);
+      int skipped = 0;
+      for (int cta = 0; cta < grid; ++cta)
+        for (int round = 0;; ++round) {
+          const int t = s.tile_index(cta, round, grid);
+          if (t >= s.num_tiles()) {
+            EXPECT_EQ(round % 2, 0) << "a pair was cut in two";
+            break;
+          }
+          const WorkTile w = s.tile(t);
+          ASSERT_TRUE(w.m_block >= 0 && w.m_block <= m && w.head >= 0 && w.head < sh.heads &&
+                      w.batch >= 0 && w.batch < sh.batch);
+          if (round % 2 == 1) {
+            const WorkTile first = s.tile(s.tile_index(cta, round - 1, grid));
+            EXPECT_TRUE(first.head == w.head && first.batch == w.batch);
+            if (w.m_block == m) {
+              EXPECT_EQ(2 * first.m_block + 1, m);  // the middle tile, alone
+            } else {
+              EXPECT_EQ(first.m_block + w.m_block, m - 1);  // (m-1-j) + j: M + 1 KV tiles
+              EXPECT_LT(w.m_block, first.m_block);  // the longer one first
+            }
+          }
+          if (w.m_block == m) {
+            ++skipped;
+            continue;
+          }
+          ++seen[(static_cast<size_t>(w.batch) * sh.heads + w.head) * m + w.m_block];
+        }
+      for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << i;
+      EXPECT_EQ(skipped, m % 2 == 1 ? sh.heads * sh.batch : 0);
+      ++checked;
+    }
+  EXPECT_EQ(checked, static_cast<int>(std::size(kShapes)) * static_cast<int>(std::size(kSms)));
 }
 
 // Causal tiles handed to CTAs in launch order must start with the longest (the last query tile),

@@ -65,8 +65,8 @@ TEST(Sm90Prefill, PersistentGridWithManyTilesPerCta) {
   SKIP_UNLESS_HOPPER();
   // More work tiles (128 query rows of one head) than an H100 has SMs, so each CTA of the
   // persistent grid (no mask) walks several tiles through the same K/V pipelines and one Q buffer;
-  // the causal cases (one CTA per tile, longest first) with Sq >> Sk mix tiles that see no key
-  // (written without loading anything) with tiles that do.
+  // the causal cases (the pair grid at d128 / d256, the longest-first one at d64 past 1024 rows)
+  // with Sq >> Sk mix tiles that see no key (written without loading anything) with tiles that do.
   uint64_t seed = 3500;
   for (int d : {64, 128, 256})
     for (bool causal : {false, true}) {
@@ -77,13 +77,19 @@ TEST(Sm90Prefill, PersistentGridWithManyTilesPerCta) {
       if (causal) c.mask = Mask::causal();
       check_sm90(c);
     }
-  // Causal at d128 up to 512 query rows also runs on the persistent grid (sm90_dispatch.cu):
-  // 6 x 16 heads x 4 query tiles, several per CTA.
-  AttnCase c = sm90_base(6, 500, 500, ++seed);
-  c.hq = 16;
-  c.hkv = 4;
-  c.mask = Mask::causal();
-  check_sm90(c);
+  // Causal with batched contiguous K/V runs on the persistent pair grid up to 8192 query rows
+  // (1024 at d64, with 128-row tiles; sm90_dispatch.cu): a CTA takes query tiles M-1-j and j of
+  // one head. 6 x 16 heads x 4 query tiles are several pairs per CTA; 300 rows (3 query tiles)
+  // leave the middle tile without a partner, whose slot the kernel skips.
+  for (int d : {64, 128, 256})
+    for (int s : {500, 300}) {
+      AttnCase c = sm90_base(6, s, s, ++seed);
+      c.hq = 16;
+      c.hkv = 4;
+      c.dqk = c.dv = d;
+      c.mask = Mask::causal();
+      check_sm90(c);
+    }
 }
 
 TEST(Sm90Prefill, WideKvTilesForLongKeysAtD256) {

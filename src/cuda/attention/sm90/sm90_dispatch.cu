@@ -184,14 +184,21 @@ Status check_tma_operand(const TensorView& t, const char* name) {
   return Status::Ok();
 }
 
-// Causal at d128: one CTA per work tile, longest first, balances long sequences; up to this many
-// query rows the tiles are so short that the persistent grid (the producer loads the next tile
-// while the consumers finish this one) pays more. Measured on H100 (FA3 shapes, same call):
-// persistent 1.15x faster at 512 rows, 0.83x at 1k, 0.74-0.95x from 2k up.
-constexpr int64_t kPersistentCausalMaxRows = 512;
+// Causal, batched, contiguous K/V: the persistent grid over pairs of query tiles (one long, one
+// short; PersistentCausalPairScheduler) up to these query rows, one CTA per tile longest first
+// (d128, d256) or the persistent longest-first grid with 192-row tiles (d64) above. Measured on
+// H100 (FA3 shapes, same call, against those): d128 1.07x / 1.11x / 1.08x / 1.06x / 1.03x at
+// 512 / 1k / 2k / 4k / 8k rows, 0.98x at 16k (GQA 32/8: 1.03x at 4k, 0.92x at 16k); d256 1.04-1.09x
+// from 512 to 8k, 0.94-0.98x at 16k; d64 (then with 128-row tiles) 1.05x / 1.07x at 512 / 1k,
+// 0.97x at 2k, 0.86-0.92x from 4k up.
+constexpr int64_t kPairCausalMaxRows = 8192;
+constexpr int64_t kPairCausalMaxRowsD64 = 1024;
 
-bool persistent_causal(const AttnProblem& prob) {
-  return prob.q_rows <= kPersistentCausalMaxRows;
+bool causal_pairs(const AttnProblem& prob) {
+  if (!is_causal(prob.mask) || prob.kv != KvLayout::kContiguous || prob.q_ragged ||
+      prob.has_seqused_k)
+    return false;
+  return prob.q_rows <= (prob.dqk == 64 ? kPairCausalMaxRowsD64 : kPairCausalMaxRows);
 }
 
 }  // namespace
@@ -353,7 +360,8 @@ Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
     g.sinks = static_cast<const float*>(a.sinks.data);
     g.sinks_stride = a.sinks.stride[0];
   }
-  g.persistent = persistent_causal(prob);
+  // With split-KV the pairs would be two splits of one query tile: the variant's scheduler then.
+  g.causal_pairs = splits <= 1 && causal_pairs(prob);
   DeviceGuard guard(prob.device.index);
   if (!guard.ok()) return Status::Cuda("sm90 attention: cannot select CUDA device " +
                                        std::to_string(prob.device.index));

@@ -24,8 +24,8 @@
 // ragged, tensor; and no shared memory is free then) and writes the LSE. (The 4-byte stores
 // before it ran 0.88-1.00x as fast, d128/d256 non-causal, H100, same call.)
 // Grid: from the scheduler (sm90_tile_scheduler.h): persistent, at most one CTA per SM looping over
-// work tiles (no mask; causal at d64, and at d128 up to 512 query rows), or one CTA per tile,
-// longest first (other causal).
+// work tiles (no mask; causal up to 8192 query rows, in pairs of a long and a short query tile;
+// causal at d64 from 1k up), or one CTA per tile, longest first (causal at d128 / d256 beyond).
 // The K/V pipelines run on across tiles; Q has one buffer, refilled for the next tile as soon as
 // every consumer warp has finished its last Q·Kᵀ of the current one (q_empty), so the next tile's
 // loads overlap the current tile's last P·V and epilogue. (Prefetching the next tile's Q into L2

@@ -118,10 +118,10 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 
 // The variant's configuration and scheduler (sm90_tile_scheduler.h); a varlen launch uses the
 // varlen scheduler whatever the variant's (WithVarlen). Masked variants (causal, local) share the
-// causal tile configuration and scheduler: their tiles differ in cost. Causal at d128: one CTA per
-// tile, longest first, unless the plan asked for the persistent grid (short sequences, where
-// per-CTA start-up costs dominate). Causal at d256 stays one CTA per tile: persistent (with N=80
-// tiles) measured 0.67-0.89x of it at 512 to 2k rows (H100).
+// causal tile configuration and scheduler: their tiles differ in cost. The causal variants (d64,
+// d128, d256, contiguous K/V) run on the pair scheduler when the plan asks (causal_pairs: short
+// and mid lengths, sm90_dispatch.cu), at d64 with two consumer warpgroups (128-row tiles waste
+// less of the diagonal than 192-row ones).
 // kBlockN: the KV tile, 0 for the configuration's default (none_n80 asks for 80, with the
 // default two consumer warpgroups and two stages). Dqk = 192 / Dv = 128: two stages of 128 keys
 // (Q 48 KB + 2 x (K 48 KB + V 32 KB) = 208 KB of shared memory); registers as at 128 (O takes
@@ -135,13 +135,14 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
       FwdConfig<Element, kHeadDim, kCausal, 2, sm90_kv_block(kHeadDim), 2, kHeadDimV>,
       std::conditional_t<kBlockN == 0, FwdConfig<Element, kHeadDim, kCausal>,
                          FwdConfig<Element, kHeadDim, kCausal, 2, kBlockN, 2>>>;
-  if constexpr (std::is_same_v<Mask, MaskCausal> && kHeadDim == 128) {
-    if (a.persistent)
-      return launch_fwd<Cfg, PersistentLongestFirstScheduler, Mask, Mod, Sinks, Kv>(a, stream);
-    return launch_fwd<Cfg, LongestFirstScheduler, Mask, Mod, Sinks, Kv>(a, stream);
-  } else {
-    return launch_fwd<Cfg, SchedulerFor<kHeadDim, kCausal>, Mask, Mod, Sinks, Kv>(a, stream);
+  if constexpr (std::is_same_v<Mask, MaskCausal> && !Kv::kPaged && kHeadDim == kHeadDimV &&
+                (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256)) {
+    if (a.causal_pairs) {
+      using PairCfg = std::conditional_t<kHeadDim == 64, FwdConfig<Element, 64, true, 2>, Cfg>;
+      return launch_fwd<PairCfg, PersistentCausalPairScheduler, Mask, Mod, Sinks, Kv>(a, stream);
+    }
   }
+  return launch_fwd<Cfg, SchedulerFor<kHeadDim, kCausal>, Mask, Mod, Sinks, Kv>(a, stream);
 }
 
 }  // namespace attnkit::gpu::sm90

@@ -39,7 +39,10 @@ struct Sm90FwdArgs {
   int hq = 0, hkv = 0;
   float scale = 0.f;
   bool pingpong = true;  // consumer warpgroups take turns issuing GEMMs (named barriers)
-  bool persistent = false;  // causal d128, no varlen: persistent grid instead of one CTA per tile
+  // The causal variants at d64 / d128 / d256, contiguous K/V: a persistent grid over pairs of
+  // query tiles, one long and one short (PersistentCausalPairScheduler), at d64 with 128-row tiles
+  // (two consumer warpgroups); otherwise the variant's scheduler (sm90_fwd_launch.cuh).
+  bool causal_pairs = false;
 
   // Per-sequence lengths (int32, device): any of them makes the launch "varlen".
   const int32_t* cu_seqlens_q = nullptr;

@@ -18,6 +18,8 @@
 //   first, then batch; rounds alternate direction ("snake": CTA c takes r·grid + c on even rounds,
 //   r·grid + grid-1-c on odd ones), as a plain round robin would give CTA 0 the longest tile of
 //   every round.
+// PersistentCausalPairScheduler (causal, batched, up to 8k query rows; below): persistent, a
+//   long and a short query tile of one head per CTA, two rounds at a time.
 // VarlenScheduler (ragged Q: cu_seqlens_q; K may be ragged or cut by seqused_k too): persistent,
 //   over a virtual grid of query tiles sized by the longest sequence (tiles past a sequence's end
 //   are skipped by the kernel in a few instructions). Order: heads fastest, then batch, then query
@@ -108,6 +110,44 @@ struct PersistentLongestFirstScheduler {
   }
 };
 
+// PersistentCausalPairScheduler (causal): persistent, each CTA taking the query tiles of one
+// (batch, head) in pairs, the j-th longest then the j-th shortest (m = M-1-j, then m = j), whose KV
+// tiles add up to about M + 1 whatever j: a static round robin over pairs is then balanced (the
+// plain longest-first order above repeats per batch, about once per round, so the snake does not
+// even it out), and the pair's two tiles share K/V in L2. Order: pairs fastest, then heads, then
+// batch. With an odd M the middle tile is alone: its pair's second slot is m = M, past the
+// sequence's end, which the kernel skips. (With split-KV the split is the fastest factor of the
+// index, so the two rounds take two splits instead: every piece still runs once.)
+struct PersistentCausalPairScheduler {
+  int num_m_blocks = 0;
+  int num_heads = 0;
+  int num_batch = 0;
+
+  ATTNKIT_SM90_HD int num_pairs() const { return (num_m_blocks + 1) / 2; }
+  ATTNKIT_SM90_HD int num_tiles() const { return 2 * num_pairs() * num_heads * num_batch; }
+  static int grid(int num_tiles, int sms) {
+    const int pairs = (num_tiles + 1) / 2;
+    return pairs < sms ? pairs : sms;
+  }
+  // Rounds 2r and 2r + 1 of a CTA are the two tiles of its pair r·grid + cta.
+  ATTNKIT_SM90_HD int tile_index(int cta, int round, int grid) const {
+    return ((round >> 1) * grid + cta) * 2 + (round & 1);
+  }
+  ATTNKIT_SM90_HD WorkTile tile(int idx) const {
+    WorkTile t;
+    const int second = idx & 1;
+    idx >>= 1;
+    const int pairs = num_pairs();
+    const int j = idx % pairs;
+    idx /= pairs;
+    const int longer = num_m_blocks - 1 - j;
+    t.m_block = !second ? longer : (j == longer ? num_m_blocks : j);
+    t.head = idx % num_heads;
+    t.batch = idx / num_heads;
+    return t;
+  }
+};
+
 struct VarlenScheduler {
   int num_m_blocks = 0;  // query tiles of the longest sequence
   int num_heads = 0;
@@ -155,8 +195,9 @@ struct WithVarlen {
   }
 };
 
-// The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes). Causal at d128
-// takes PersistentLongestFirstScheduler instead up to 512 query rows (sm90_dispatch.cu).
+// The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes). Causal at d64,
+// d128 and d256 takes PersistentCausalPairScheduler instead for batched contiguous K/V up to 8192
+// query rows (1024 at d64; sm90_dispatch.cu).
 template <int kHeadDim, bool kCausal>
 using SchedulerFor = std::conditional_t<
     !kCausal, PersistentScheduler,
