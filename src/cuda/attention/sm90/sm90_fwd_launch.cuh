@@ -29,8 +29,13 @@ namespace attnkit::gpu::sm90 {
 template <class Cfg, class Sched, class Mask, class Mod, class Sinks, class Kv>
 Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr int kHeadDim = Cfg::kHeadDim;
-  static_assert(Cfg::kBlockM == sm90_q_block(kHeadDim),
+  // The split planner (sm90_split_plan.h) counts work tiles of sm90_q_block rows. The pair
+  // scheduler (128-row tiles at d64) never runs split: the dispatcher picks it only unsplit.
+  constexpr bool kPairs = std::is_same_v<Sched, PersistentCausalPairScheduler>;
+  static_assert(kPairs || Cfg::kBlockM == sm90_q_block(kHeadDim),
                 "the split planner (sm90_split_plan.h) counts work tiles of sm90_q_block rows");
+  if (kPairs && a.num_splits > 1)
+    return Status::Invalid("sm90 attention: the causal pair scheduler does not take split-KV");
   using Element = typename Cfg::Element;
   using Params = FwdKernelParams<Cfg, Sched, Kv>;
   Kv kv;
