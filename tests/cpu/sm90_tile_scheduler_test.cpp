@@ -10,6 +10,7 @@
 
 namespace {
 
+using attnkit::gpu::sm90::causal_pairs_fill;
 using attnkit::gpu::sm90::LongestFirstScheduler;
 using attnkit::gpu::sm90::PersistentCausalPairScheduler;
 using attnkit::gpu::sm90::PersistentLongestFirstScheduler;
@@ -245,6 +246,18 @@ TEST(Sm90TileScheduler, SplitsAreTheFastestFactor) {
         EXPECT_TRUE(w.m_block == u.m_block && w.head == u.head && w.batch == u.batch) << t;
       }
     }
+}
+
+// The pair grid runs one CTA per pair of 128-row query tiles: the dispatcher takes it only when
+// those pairs are at least one per SM.
+TEST(Sm90TileScheduler, CausalPairsOnlyWhenThePairsFillTheSms) {
+  EXPECT_FALSE(causal_pairs_fill(512, 32, 132));      // 4 tiles, 2 pairs x 32 heads = 64
+  EXPECT_TRUE(causal_pairs_fill(512, 66, 132));       // 2 x 66 = 132
+  EXPECT_FALSE(causal_pairs_fill(384, 43, 132));      // 3 tiles (the middle one alone): 2 x 43
+  EXPECT_TRUE(causal_pairs_fill(300, 6 * 16, 132));   // the GPU test's case: 2 x 96
+  EXPECT_TRUE(causal_pairs_fill(512, 32 * 32, 132));  // FA3 shapes: 16k tokens, many heads
+  EXPECT_TRUE(causal_pairs_fill(129, 1, 1));          // 2 tiles are 1 pair
+  EXPECT_FALSE(causal_pairs_fill(129, 1, 2));
 }
 
 }  // namespace

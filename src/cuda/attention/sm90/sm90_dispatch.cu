@@ -13,6 +13,7 @@
 #include "cuda/attention/portable/combine_kernel.cuh"
 #include "cuda/attention/sm90/sm90_fwd_params.h"
 #include "cuda/attention/sm90/sm90_split_plan.h"
+#include "cuda/attention/sm90/sm90_tile_scheduler.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
 #include "cuda/instantiations/sm90_fwd_list.h"
@@ -190,15 +191,16 @@ Status check_tma_operand(const TensorView& t, const char* name) {
 // H100 (FA3 shapes, same call, against those): d128 1.07x / 1.11x / 1.08x / 1.06x / 1.03x at
 // 512 / 1k / 2k / 4k / 8k rows, 0.98x at 16k (GQA 32/8: 1.03x at 4k, 0.92x at 16k); d256 1.04-1.09x
 // from 512 to 8k, 0.94-0.98x at 16k; d64 (then with 128-row tiles) 1.05x / 1.07x at 512 / 1k,
-// 0.97x at 2k, 0.86-0.92x from 4k up.
+// 0.97x at 2k, 0.86-0.92x from 4k up. Only where the pairs fill the SMs (causal_pairs_fill).
 constexpr int64_t kPairCausalMaxRows = 8192;
 constexpr int64_t kPairCausalMaxRowsD64 = 1024;
 
-bool causal_pairs(const AttnProblem& prob) {
+bool causal_pairs(const AttnProblem& prob, int sm_count) {
   if (!is_causal(prob.mask) || prob.kv != KvLayout::kContiguous || prob.q_ragged ||
       prob.has_seqused_k)
     return false;
-  return prob.q_rows <= (prob.dqk == 64 ? kPairCausalMaxRowsD64 : kPairCausalMaxRows);
+  return prob.q_rows <= (prob.dqk == 64 ? kPairCausalMaxRowsD64 : kPairCausalMaxRows) &&
+         gpu::sm90::causal_pairs_fill(prob.q_rows, int64_t{prob.hq} * prob.batch, sm_count);
 }
 
 }  // namespace
@@ -361,7 +363,9 @@ Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
     g.sinks_stride = a.sinks.stride[0];
   }
   // With split-KV the pairs would be two splits of one query tile: the variant's scheduler then.
-  g.causal_pairs = splits <= 1 && causal_pairs(prob);
+  CudaDeviceInfo dev;
+  ATTNKIT_RETURN_IF_ERROR(cuda_device_info(prob.device.index, &dev));
+  g.causal_pairs = splits <= 1 && causal_pairs(prob, dev.sm_count);
   DeviceGuard guard(prob.device.index);
   if (!guard.ok()) return Status::Cuda("sm90 attention: cannot select CUDA device " +
                                        std::to_string(prob.device.index));
