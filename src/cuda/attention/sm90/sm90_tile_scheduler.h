@@ -1,5 +1,5 @@
 // Work tiles of the Hopper prefill kernel (one tile = kBlockM query rows of one (batch, head)),
-// and the three schedulers that hand them out. The kernel loops: CTA `cta` takes tile
+// and the schedulers that hand them out. The kernel loops: CTA `cta` takes tile
 // tile_index(cta, round, grid) in round 0, 1, ... until the index passes num_tiles().
 //
 // PersistentScheduler (no mask): one CTA per SM, each taking one tile per round, so the producer
@@ -206,7 +206,7 @@ struct WithVarlen {
 
 // The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes). Causal at d64,
 // d128 and d256 takes PersistentCausalPairScheduler instead for batched contiguous K/V up to 8192
-// query rows (1024 at d64; sm90_dispatch.cu).
+// query rows (1024 at d64) where the pairs fill the SMs (causal_pairs_fill; sm90_dispatch.cu).
 template <int kHeadDim, bool kCausal>
 using SchedulerFor = std::conditional_t<
     !kCausal, PersistentScheduler,
