@@ -26,6 +26,12 @@ struct Tok {
   ATTNKIT_HD bool defined() const { return p != nullptr; }
 };
 
+// Whether a 16-bit Tok's rows start on 16-byte boundaries (aligned base, strides in multiples of 8
+// elements): what the sm90 kernels' TMA boxes and 16-byte stores need.
+inline bool rows_aligned16(const Tok& x) {
+  return (reinterpret_cast<uintptr_t>(x.p) & 15) == 0 && x.sb % 8 == 0 && x.st % 8 == 0 && x.sh % 8 == 0;
+}
+
 // A [rows, HV, K, V] fp32/16-bit tensor (states, h): strides of dim 0, the head and the K dims.
 struct StateT {
   void* p = nullptr;

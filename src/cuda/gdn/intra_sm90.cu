@@ -13,10 +13,6 @@ namespace attnkit::gdn_cuda {
 #if defined(ATTNKIT_HAS_SM90A)
 namespace {
 
-bool aligned16(const Tok& x) {
-  return (reinterpret_cast<uintptr_t>(x.p) & 15) == 0 && x.sb % 8 == 0 && x.st % 8 == 0 && x.sh % 8 == 0;
-}
-
 template <class E>
 Status dispatch(const IntraParams& p, const SeqLayout& L, int64_t max_chunks, cudaStream_t s, int dt) {
   // Only the forward's mode: every output but the inverse, computed (not given) inverse.
@@ -27,7 +23,7 @@ Status dispatch(const IntraParams& p, const SeqLayout& L, int64_t max_chunks, cu
     if (t->dt != dt) return Status::Internal("gdn sm90 intra: q, k, v, W, U and P must share the 16-bit dtype");
   // q, k, v: TMA boxes; W, U, P: 16-byte stores.
   for (const Tok* t : {&p.q, &p.k, &p.v, &p.w, &p.u, &p.p_out})
-    if (!aligned16(*t)) return Status::Internal("gdn sm90 intra: q, k, v, W, U and P need 16-byte aligned rows");
+    if (!rows_aligned16(*t)) return Status::Internal("gdn sm90 intra: q, k, v, W, U and P need 16-byte aligned rows");
   if (p.H <= 0 || p.HV % p.H != 0 || p.H > 65535)
     return Status::Internal("gdn sm90 intra: HV must be a multiple of H (at most 65535 q/k heads)");
   if (L.T > INT32_MAX - kChunk || max_chunks > INT32_MAX)

@@ -12,10 +12,6 @@ namespace attnkit::gdn_cuda {
 #if defined(ATTNKIT_HAS_SM90A)
 namespace {
 
-bool aligned16(const Tok& x) {
-  return (reinterpret_cast<uintptr_t>(x.p) & 15) == 0 && x.sb % 8 == 0 && x.st % 8 == 0 && x.sh % 8 == 0;
-}
-
 using LaunchFn = Status (*)(const StateOutParams&, const SeqLayout&, cudaStream_t);
 using FitFn = Status (*)(int*);
 
@@ -29,8 +25,9 @@ Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, Lau
   if (p.g_cum.dt != 0 || p.g_cum.sh != 1 || p.g_cum.st % 4 != 0 || p.g_cum.st < p.HV || p.g_cum.sb % 4 != 0 ||
       (reinterpret_cast<uintptr_t>(p.g_cum.p) & 15) != 0)
     return Status::Internal("gdn sm90 state/output: the gates must be fp32 [B, T, HV padded to 4]");
-  if (!aligned16(p.q) || !aligned16(p.k) || !aligned16(p.w) || !aligned16(p.u) || !aligned16(p.pm))
-    return Status::Internal("gdn sm90 state/output: q, k, w, u and P need 16-byte aligned rows");
+  for (const Tok* t : {&p.q, &p.k, &p.w, &p.u, &p.pm})
+    if (!rows_aligned16(*t))
+      return Status::Internal("gdn sm90 state/output: q, k, w, u and P need 16-byte aligned rows");
   if (L.T > INT32_MAX - kChunk || L.N > 65535)
     return Status::Unsupported("gdn sm90 state/output: at most 2^31 - 65 rows and 65535 sequences");
   int cluster = 0;

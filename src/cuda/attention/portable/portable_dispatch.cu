@@ -10,6 +10,7 @@
 
 #include "api/backends.h"
 #include "cuda/attention/portable/planner.h"
+#include "cuda/attention/portable/split_workspace.h"
 #include "cuda/attention/portable/decode_launch.cuh"
 #include "cuda/attention/portable/fwd_launch.cuh"
 #include "cuda/common/cuda_check.h"
@@ -99,50 +100,19 @@ const Variant* find_variant(const std::string& kernel) {
   return nullptr;
 }
 
-int64_t part_rows(const AttnProblem& prob) {
-  return prob.q_ragged ? prob.q_rows : int64_t{prob.batch} * prob.q_rows;
-}
-
-size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
-
-// Split-KV workspace: partial O, partial LSE, and for the decode kernel one arrival counter per
-// (sequence, KV head) for its in-kernel merge.
-struct WorkspaceLayout {
-  size_t lse_offset = 0, counters_offset = 0, bytes = 0;
-};
-
-WorkspaceLayout workspace_layout(const AttnProblem& prob, int splits, bool decode) {
-  WorkspaceLayout w;
-  if (splits <= 1) return w;
-  const size_t rows = static_cast<size_t>(splits) * part_rows(prob) * prob.hq;
-  w.lse_offset = align_up(rows * prob.dv * sizeof(float));
-  w.counters_offset = w.lse_offset + align_up(rows * sizeof(float));
-  w.bytes = w.counters_offset +
-            (decode ? align_up(static_cast<size_t>(prob.batch) * prob.hkv * sizeof(unsigned)) : 0);
-  return w;
+// The decode kernel's arrival counters, one per (sequence, KV head), after the partials.
+size_t decode_counter_bytes(const AttnProblem& prob, bool decode) {
+  return decode ? static_cast<size_t>(prob.batch) * prob.hkv * sizeof(unsigned) : 0;
 }
 
 FwdParams make_params(const AttentionArgs& a, const AttnProblem& prob) {
   FwdParams p;
+  set_output_params(p, a, prob);
   const bool qr = prob.q_ragged;
   p.q = a.q.data;
   p.q_batch_stride = qr ? 0 : a.q.stride[0];
   p.q_row_stride = qr ? a.q.stride[0] : a.q.stride[1];
   p.q_head_stride = a.q.stride_of(-2);
-  p.o = a.o.data;
-  p.o_batch_stride = qr ? 0 : a.o.stride[0];
-  p.o_row_stride = qr ? a.o.stride[0] : a.o.stride[1];
-  p.o_head_stride = a.o.stride_of(-2);
-  if (prob.has_lse) {
-    p.lse = static_cast<float*>(a.lse.data);
-    p.lse_batch_stride = qr ? 0 : a.lse.stride[0];
-    p.lse_row_stride = qr ? a.lse.stride[0] : a.lse.stride[1];
-    p.lse_head_stride = a.lse.stride_of(-1);
-  }
-  if (qr) {
-    p.cu_seqlens_q = static_cast<const int32_t*>(a.cu_seqlens_q.data);
-    p.cu_q_stride = a.cu_seqlens_q.stride[0];
-  }
 
   gpu::KvOperand& kv = p.kv;
   kv.k = a.k.data;
@@ -180,22 +150,13 @@ FwdParams make_params(const AttentionArgs& a, const AttnProblem& prob) {
     kv.seqused_stride = a.seqused_k.stride[0];
   }
 
-  p.batch = prob.batch;
-  p.hq = prob.hq;
-  p.hkv = prob.hkv;
   p.group = gpu::FastDiv(prob.hq / prob.hkv);
-  p.q_rows = static_cast<int>(prob.q_rows);
-  p.max_seqlen_q = prob.max_seqlen_q;
   p.scale = prob.scale;
   p.scale_log2 = prob.scale * gpu::kLog2e;
   p.softcap = prob.softcap;
   if (prob.has_alibi) {
     p.alibi = static_cast<const float*>(a.alibi_slopes.data);
     p.alibi_stride = a.alibi_slopes.stride[0];
-  }
-  if (prob.has_sinks) {
-    p.sinks = static_cast<const float*>(a.sinks.data);
-    p.sinks_stride = a.sinks.stride[0];
   }
   p.window_left = prob.mask.window_left;
   p.window_right = prob.mask.window_right;
@@ -260,7 +221,8 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   plan->kernel = std::string(v->name) +
                  (splits <= 1 ? "" : v->decode_rows > 0 ? "+split_merge" : "+split_combine");
   plan->num_splits = splits;
-  plan->workspace_bytes = workspace_layout(prob, splits, v->decode_rows > 0).bytes;
+  plan->workspace_bytes =
+      split_workspace(prob, splits, decode_counter_bytes(prob, v->decode_rows > 0)).bytes;
   return Status::Ok();
 }
 
@@ -294,17 +256,13 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   p.num_splits = splits;
   void* owned = nullptr;
   if (splits > 1) {
-    const WorkspaceLayout layout = workspace_layout(prob, splits, v->decode_rows > 0);
-    const size_t need = layout.bytes;
-    void* ws = opts.workspace;
-    // The partials are written as float2: a caller's buffer must be 16-byte aligned to be used.
-    if (ws == nullptr || opts.workspace_bytes < need || reinterpret_cast<uintptr_t>(ws) % 16 != 0) {
-      ATTNKIT_CUDA_TRY(cudaMallocAsync(&owned, need, stream));
-      ws = owned;
-    }
+    const SplitWorkspace layout =
+        split_workspace(prob, splits, decode_counter_bytes(prob, v->decode_rows > 0));
+    void* ws = nullptr;
+    ATTNKIT_RETURN_IF_ERROR(acquire_split_workspace(opts, layout.bytes, stream, &ws, &owned));
     p.part_o = static_cast<float*>(ws);
     p.part_lse = reinterpret_cast<float*>(static_cast<char*>(ws) + layout.lse_offset);
-    p.part_rows = part_rows(prob);
+    p.part_rows = split_part_rows(prob);
     if (v->decode_rows > 0)
       p.split_counters = reinterpret_cast<unsigned*>(static_cast<char*>(ws) + layout.counters_offset);
   }
@@ -316,12 +274,7 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
           gpu::launch_split_combine(p, prob.dtype == DType::kBFloat16, prob.dv, stream));
     return Status::Ok();
   }();
-  // Freed stream-ordered after the kernels that use it, also when a launch failed.
-  if (owned != nullptr) {
-    const cudaError_t err = cudaFreeAsync(owned, stream);
-    if (st.ok() && err != cudaSuccess) return cuda_status(err, "cudaFreeAsync", __FILE__, __LINE__);
-  }
-  return st;
+  return release_split_workspace(owned, stream, st);
 }
 
 }  // namespace attnkit::detail

@@ -11,6 +11,7 @@
 
 #include "api/backends.h"
 #include "cuda/attention/portable/combine_kernel.cuh"
+#include "cuda/attention/portable/split_workspace.h"
 #include "cuda/attention/sm90/sm90_fwd_params.h"
 #include "cuda/attention/sm90/sm90_split_plan.h"
 #include "cuda/attention/sm90/sm90_tile_scheduler.h"
@@ -113,59 +114,15 @@ int plan_splits(const AttentionArgs& args, const AttnProblem& prob, int sm_count
   return gpu::sm90_split_count(in);
 }
 
-// Flat query rows of one split's partials: batch x Sq, or total_q when Q is ragged (the combine
-// kernel's indexing).
-int64_t part_rows(const AttnProblem& prob) {
-  return prob.q_ragged ? prob.q_rows : int64_t{prob.batch} * prob.q_rows;
-}
-
-size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
-
-// The workspace of `splits` partials: fp32 O, then (256-byte aligned) fp32 LSE.
-struct SplitWorkspace {
-  size_t lse_offset = 0, bytes = 0;
-};
-SplitWorkspace split_workspace(const AttnProblem& prob, int splits) {
-  SplitWorkspace w;
-  if (splits <= 1) return w;
-  const size_t rows = static_cast<size_t>(splits) * part_rows(prob) * prob.hq;
-  w.lse_offset = align_up(rows * prob.dv * sizeof(float));
-  w.bytes = w.lse_offset + align_up(rows * sizeof(float));
-  return w;
-}
-
-// The combine kernel's parameters (portable/fwd_params.h): only the fields it reads.
+// The combine kernel's parameters (portable/fwd_params.h): the output's and the partials'.
 gpu::FwdParams combine_params(const AttentionArgs& a, const AttnProblem& prob, int splits,
                               float* part_o, float* part_lse) {
   gpu::FwdParams p;
-  const bool qr = prob.q_ragged;
-  p.o = a.o.data;
-  p.o_batch_stride = qr ? 0 : a.o.stride[0];
-  p.o_row_stride = qr ? a.o.stride[0] : a.o.stride[1];
-  p.o_head_stride = a.o.stride_of(-2);
-  if (prob.has_lse) {
-    p.lse = static_cast<float*>(a.lse.data);
-    p.lse_batch_stride = qr ? 0 : a.lse.stride[0];
-    p.lse_row_stride = qr ? a.lse.stride[0] : a.lse.stride[1];
-    p.lse_head_stride = a.lse.stride_of(-1);
-  }
-  if (qr) {
-    p.cu_seqlens_q = static_cast<const int32_t*>(a.cu_seqlens_q.data);
-    p.cu_q_stride = a.cu_seqlens_q.stride[0];
-  }
-  if (prob.has_sinks) {
-    p.sinks = static_cast<const float*>(a.sinks.data);
-    p.sinks_stride = a.sinks.stride[0];
-  }
-  p.batch = prob.batch;
-  p.hq = prob.hq;
-  p.hkv = prob.hkv;
-  p.q_rows = static_cast<int>(prob.q_rows);
-  p.max_seqlen_q = prob.q_ragged ? prob.max_seqlen_q : static_cast<int>(prob.q_rows);
+  set_output_params(p, a, prob);
   p.num_splits = splits;
   p.part_o = part_o;
   p.part_lse = part_lse;
-  p.part_rows = part_rows(prob);
+  p.part_rows = split_part_rows(prob);
   return p;
 }
 
@@ -289,7 +246,7 @@ Status sm90_attention_plan(const AttentionArgs& args, const AttnProblem& prob,
   plan->backend = Backend::kCudaSm90;
   plan->kernel = std::string(v->name) + (splits > 1 ? kSplitSuffix : "");
   plan->num_splits = splits;
-  plan->workspace_bytes = split_workspace(prob, splits).bytes;
+  plan->workspace_bytes = split_workspace(prob, splits, 0).bytes;
   return Status::Ok();
 }
 
@@ -362,9 +319,10 @@ Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
     g.sinks = static_cast<const float*>(a.sinks.data);
     g.sinks_stride = a.sinks.stride[0];
   }
-  // With split-KV the pairs would be two splits of one query tile: the variant's scheduler then.
   CudaDeviceInfo dev;
   ATTNKIT_RETURN_IF_ERROR(cuda_device_info(prob.device.index, &dev));
+  g.sm_count = dev.sm_count;
+  // With split-KV the pairs would be two splits of one query tile: the variant's scheduler then.
   g.causal_pairs = splits <= 1 && causal_pairs(prob, dev.sm_count);
   DeviceGuard guard(prob.device.index);
   if (!guard.ok()) return Status::Cuda("sm90 attention: cannot select CUDA device " +
@@ -372,33 +330,22 @@ Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
   const auto stream = static_cast<cudaStream_t>(opts.stream);
   if (splits <= 1) return v->launch(g, stream);
 
-  const SplitWorkspace layout = split_workspace(prob, splits);
-  void* ws = opts.workspace;
+  const SplitWorkspace layout = split_workspace(prob, splits, 0);
+  void* ws = nullptr;
   void* owned = nullptr;
-  // The partials are written as 8-byte words (float2): a caller's buffer must be 16-byte aligned
-  // to be used (as the portable path asks).
-  if (ws == nullptr || opts.workspace_bytes < layout.bytes ||
-      reinterpret_cast<uintptr_t>(ws) % 16 != 0) {
-    ATTNKIT_CUDA_TRY(cudaMallocAsync(&owned, layout.bytes, stream));
-    ws = owned;
-  }
+  ATTNKIT_RETURN_IF_ERROR(acquire_split_workspace(opts, layout.bytes, stream, &ws, &owned));
   float* part_o = static_cast<float*>(ws);
   float* part_lse = reinterpret_cast<float*>(static_cast<char*>(ws) + layout.lse_offset);
   g.num_splits = splits;
   g.part_o = part_o;
   g.part_lse = part_lse;
-  g.part_rows = part_rows(prob);
+  g.part_rows = split_part_rows(prob);
   const Status st = [&]() -> Status {
     ATTNKIT_RETURN_IF_ERROR(v->launch(g, stream));
     return gpu::launch_split_combine(combine_params(a, prob, splits, part_o, part_lse),
                                      prob.dtype == DType::kBFloat16, prob.dv, stream);
   }();
-  // Freed stream-ordered after the kernels that use it, also when a launch failed.
-  if (owned != nullptr) {
-    const cudaError_t err = cudaFreeAsync(owned, stream);
-    if (st.ok() && err != cudaSuccess) return cuda_status(err, "cudaFreeAsync", __FILE__, __LINE__);
-  }
-  return st;
+  return release_split_workspace(owned, stream, st);
 }
 
 }  // namespace attnkit::detail

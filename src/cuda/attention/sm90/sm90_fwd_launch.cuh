@@ -97,9 +97,8 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
     return Status::Unsupported("sm90 attention: 2^30 or more work tiles (splits included)");
   // The scheduler sizes the grid: persistent (one CTA per SM, as shared memory allows no more)
   // or one CTA per tile.
-  int device = 0, sms = 0;
-  ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
-  ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = a.sm_count;
+  if (sms < 1) return Status::Invalid("sm90 attention: the device's SM count must be set (sm_count)");
   MaskLocal mask;
   mask.left = a.window_left, mask.right = a.window_right, mask.chunk = a.chunk_size;
   Params p{make_tma_copy(SM90_TMA_LOAD{}, q, typename Cfg::SmemLayoutQ{}),

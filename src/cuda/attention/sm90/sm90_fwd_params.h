@@ -39,12 +39,14 @@ struct Sm90FwdArgs {
   int hq = 0, hkv = 0;
   float scale = 0.f;
   bool pingpong = true;  // consumer warpgroups take turns issuing GEMMs (named barriers)
+  int sm_count = 0;      // the device's SMs (the dispatcher's cached device facts): grid sizes
   // The causal variants at d64 / d128 / d256, contiguous K/V: a persistent grid over pairs of
   // query tiles, one long and one short (PersistentCausalPairScheduler), at d64 with 128-row tiles
   // (two consumer warpgroups); otherwise the variant's scheduler (sm90_fwd_launch.cuh).
   bool causal_pairs = false;
 
-  // Per-sequence lengths (int32, device): any of them makes the launch "varlen".
+  // Per-sequence lengths (int32, device). Ragged Q takes the varlen scheduler; per-sequence keys
+  // alone keep the variant's (sm90_fwd_launch.cuh).
   const int32_t* cu_seqlens_q = nullptr;
   int64_t cu_q_stride = 1;
   const int32_t* cu_seqlens_k = nullptr;
