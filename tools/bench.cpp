@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -107,9 +108,19 @@ GdnCase gdn_decode(int n) {
   return c;
 }
 
+// The shape sets shape_set knows, in the order --help and the error message list them.
+constexpr const char* kShapeSets[] = {"default", "fa3",     "varlen", "paged",
+                                      "dims",    "splitkv", "decode", "gdn"};
+
 bool known_set(const std::string& s) {
-  return s == "default" || s == "fa3" || s == "varlen" || s == "paged" || s == "dims" ||
-         s == "splitkv" || s == "decode" || s == "gdn";
+  return std::find(std::begin(kShapeSets), std::end(kShapeSets), s) != std::end(kShapeSets);
+}
+
+// "a, b, c" or "a | b | c".
+std::string shape_set_list(const char* sep) {
+  std::string out;
+  for (const char* s : kShapeSets) out += (out.empty() ? "" : sep) + std::string(s);
+  return out;
 }
 
 // The GPU shapes, or (gpu = false) much smaller ones that the CPU backend finishes quickly.
@@ -433,8 +444,7 @@ Flags make_flags() {
           "causal and not: for --num-splits), decode (B 1/16/64 x L 1k/8k/32k,\n"
           "contiguous and paged 16/64),\n"
           "gdn (T 4k/16k/64k, varlen 8 seqs 32k, decode B 1/32/256).");
-  f.add("shapes", FlagType::kString, "default",
-        "default | fa3 | varlen | paged | dims | splitkv | decode | gdn, or a comma list")
+  f.add("shapes", FlagType::kString, "default", shape_set_list(" | ") + ", or a comma list")
       .add("backend", FlagType::kString, "auto", "auto | cpu | cuda-portable | cuda-sm90")
       .add("repeats", FlagType::kInt, "", "timed calls per shape; the median is reported "
                                           "[default: 50 on a GPU, 3 on the CPU]")
@@ -468,10 +478,8 @@ int bench_main(const std::vector<std::string>& args) {
       if (!s.empty()) sets.push_back(s);
     for (const auto& s : sets)
       if (!known_set(s)) {
-        std::fprintf(stderr,
-                     "attnkit bench: unknown shape set '%s' (default, fa3, varlen, paged, dims, "
-                     "splitkv, decode, gdn)\n",
-                     s.c_str());
+        std::fprintf(stderr, "attnkit bench: unknown shape set '%s' (%s)\n", s.c_str(),
+                     shape_set_list(", ").c_str());
         return kExitUsage;
       }
     if (sets.empty()) sets.push_back("default");
