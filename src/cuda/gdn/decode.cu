@@ -9,6 +9,8 @@
 //   S <- exp(g) S + k v'^T.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <string>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/gdn/gdn_device.cuh"
@@ -217,11 +219,240 @@ Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
   return Status::Ok();
 }
 
+// ---- Warp items: the 16 state columns 16 vs .. 16 vs + 15 of one (sequence, value head), 8 KB,
+// one warp each, no block barriers. Lane = 4 x row group + column group: rows 16 rg .. 16 rg + 15,
+// columns 16 vs + 4 cg .. + 3 (one float4 per row, 16 in flight per lane); both reductions over
+// the rows are 3 shuffle steps across the row groups. A CTA's 8 warps take the 8 slices of one
+// state, so its 512-byte rows are read and written at about the same time. q, k (the lane's 16
+// rows) and v (its 4 columns) come as vectors where aligned (vec), else element by element.
+constexpr int kWCols = 16, kWSlices = kHead / kWCols, kWRows = kHead / 8, kWThreads = 256;
+
+template <bool kStream>
+__device__ __forceinline__ float4 ld_state(const float* a) {
+  if constexpr (kStream) return __ldcs(reinterpret_cast<const float4*>(a));
+  else return *reinterpret_cast<const float4*>(a);
+}
+template <bool kStream>
+__device__ __forceinline__ void st_state(float* a, float4 v) {
+  if constexpr (kStream) __stcs(reinterpret_cast<float4*>(a), v);
+  else *reinterpret_cast<float4*>(a) = v;
+}
+
+// n consecutive elements (n a multiple of 4) of a T tensor at element offset i to fp32: 16-byte
+// vector loads when vec (the caller checked alignment), else element by element.
+template <typename T, int n>
+__device__ __forceinline__ void ld_run(const void* base, int64_t i, bool vec, float (&out)[n]) {
+  const T* a = static_cast<const T*>(base) + i;
+  if (vec) {
+    constexpr int kPer = 16 / sizeof(T);  // elements per 16 bytes
+    if constexpr (n * sizeof(T) >= 16) {
+#pragma unroll
+      for (int c = 0; c < n; c += kPer) {
+        const uint4 x = *reinterpret_cast<const uint4*>(a + c);
+        const T* e = reinterpret_cast<const T*>(&x);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) out[c + j] = static_cast<float>(e[j]);
+      }
+    } else {  // 4 16-bit elements: one 8-byte load
+      const uint2 x = *reinterpret_cast<const uint2*>(a);
+      const T* e = reinterpret_cast<const T*>(&x);
+#pragma unroll
+      for (int j = 0; j < n; ++j) out[j] = static_cast<float>(e[j]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < n; ++j) out[j] = static_cast<float>(a[j]);
+  }
+}
+
+struct WPos {
+  int n, hv, vs;
+};
+__device__ __forceinline__ WPos wpos(const DecodeParams& p, int item) {
+  return {item / (kWSlices * p.HV), (item / kWSlices) % p.HV, item % kWSlices};
+}
+__device__ __forceinline__ int32_t wslot(const DecodeParams& p, int item, int items) {
+  if (item >= items) return -1;
+  return p.indices[static_cast<int64_t>(item / (kWSlices * p.HV)) * p.idx_stride];
+}
+__device__ __forceinline__ bool wvalid(const DecodeParams& p, int32_t slot) { return slot >= 0 && slot < p.pool.rows; }
+__device__ __forceinline__ float* wstate(const DecodeParams& p, WPos w, int32_t slot) {
+  const int lane = threadIdx.x & 31;
+  return static_cast<float*>(p.pool.p) + slot * p.pool.s0 + w.hv * p.pool.sh + 16 * (lane >> 2) * p.pool.sk +
+         w.vs * kWCols + 4 * (lane & 3);
+}
+template <bool kStream>
+__device__ __forceinline__ void wload(const DecodeParams& p, WPos w, int32_t slot, float4 (&s)[kWRows]) {
+  if (!wvalid(p, slot)) return;
+  const float* S = wstate(p, w, slot);
+#pragma unroll
+  for (int i = 0; i < kWRows; ++i) s[i] = ld_state<kStream>(S + i * p.pool.sk);
+}
+
+// One warp item with its state slice in s (loaded, or garbage for an invalid slot).
+template <typename T, bool kStream>
+__device__ __forceinline__ void wprocess(const DecodeParams& p, bool vec, WPos w, int32_t slot, float4 (&s)[kWRows]) {
+  const int lane = threadIdx.x & 31, cg = lane & 3, rg = lane >> 2;
+  const int c0 = w.vs * kWCols + 4 * cg;
+  const int64_t o_off = w.n * p.o.sb + w.hv * p.o.sh + c0;
+  if (!wvalid(p, slot)) {  // uniform across the warp: no state, a zero output row
+    if (rg == 0) {
+      st_pair(p.o.p, p.o.dt, o_off, 0.f, 0.f);
+      st_pair(p.o.p, p.o.dt, o_off + 2, 0.f, 0.f);
+    }
+    return;
+  }
+  const int hq = w.hv / (p.HV / p.H);
+  float q[kWRows], k[kWRows], v[4];
+  ld_run<T>(p.q.p, w.n * p.q.sb + hq * p.q.sh + 16 * rg, vec, q);
+  ld_run<T>(p.k.p, w.n * p.k.sb + hq * p.k.sh + 16 * rg, vec, k);
+  ld_run<T>(p.v.p, w.n * p.v.sb + w.hv * p.v.sh + c0, vec, v);
+  const float g = ld_any(p.g.p, 0, w.n * p.g.sb + w.hv * p.g.sh);
+  const float beta = ld_any(p.beta.p, p.beta.dt, w.n * p.beta.sb + w.hv * p.beta.sh);
+  float qq = 0.f, kk = 0.f, qk = 0.f, pq[4] = {0.f, 0.f, 0.f, 0.f}, pk[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < kWRows; ++i) {
+    qq += q[i] * q[i];
+    kk += k[i] * k[i];
+    qk += q[i] * k[i];
+    pq[0] += s[i].x * q[i], pq[1] += s[i].y * q[i], pq[2] += s[i].z * q[i], pq[3] += s[i].w * q[i];
+    pk[0] += s[i].x * k[i], pk[1] += s[i].y * k[i], pk[2] += s[i].z * k[i], pk[3] += s[i].w * k[i];
+  }
+  // Sums over the 8 row groups (lanes 4 apart). The 4 lanes of a row group hold the same q, k
+  // rows, so each lane's q.q, k.k, q.k sum ends with the dot products over all 128 rows.
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    qq += __shfl_xor_sync(0xffffffffu, qq, o);
+    kk += __shfl_xor_sync(0xffffffffu, kk, o);
+    qk += __shfl_xor_sync(0xffffffffu, qk, o);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      pq[j] += __shfl_xor_sync(0xffffffffu, pq[j], o);
+      pk[j] += __shfl_xor_sync(0xffffffffu, pk[j], o);
+    }
+  }
+  float qscale = 1.f, kscale = 1.f;
+  if (p.l2norm) {
+    qscale = rsqrtf(qq + 1e-6f);
+    kscale = rsqrtf(kk + 1e-6f);
+  }
+  const float qkn = qk * qscale * kscale, decay = __expf(g);
+  float vd[4], out[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    vd[j] = beta * (v[j] - pk[j] * kscale * decay);
+    out[j] = p.scale * (decay * pq[j] * qscale + qkn * vd[j]);
+  }
+  if (rg == 0) {
+    st_pair(p.o.p, p.o.dt, o_off, out[0], out[1]);
+    st_pair(p.o.p, p.o.dt, o_off + 2, out[2], out[3]);
+  }
+  float* S = wstate(p, w, slot);
+#pragma unroll
+  for (int i = 0; i < kWRows; ++i) {
+    const float kr = k[i] * kscale;
+    float4 x = s[i];
+    x.x = decay * x.x + kr * vd[0];
+    x.y = decay * x.y + kr * vd[1];
+    x.z = decay * x.z + kr * vd[2];
+    x.w = decay * x.w + kr * vd[3];
+    st_state<kStream>(S + i * p.pool.sk, x);
+  }
+}
+
+// One item per warp; the block scheduler balances the tail.
+template <typename T, bool kStream>
+__global__ void __launch_bounds__(kWThreads, 2) decode_warp_kernel(DecodeParams p, int items, bool vec) {
+  const int item = blockIdx.x * (kWThreads / 32) + threadIdx.x / 32;
+  if (item >= items) return;
+  const WPos w = wpos(p, item);
+  const int32_t slot = wslot(p, item, items);
+  float4 s[kWRows];
+  wload<kStream>(p, w, slot, s);
+  wprocess<T, kStream>(p, vec, w, slot, s);
+}
+
+// Persistent: each warp walks items (its global index, then + all warps), the next item's slot
+// and state loading while it finishes the current one.
+template <typename T, bool kStream>
+__global__ void __launch_bounds__(128, 2) decode_warp_persist_kernel(DecodeParams p, int items, bool vec) {
+  const int warps = gridDim.x * 4;
+  int item = blockIdx.x * 4 + threadIdx.x / 32;
+  if (item >= items) return;
+  float4 cur[kWRows], nxt[kWRows];
+  int32_t slot = wslot(p, item, items);
+  WPos w = wpos(p, item);
+  wload<kStream>(p, w, slot, cur);
+  while (true) {
+    const int next = item + warps;
+    const int32_t nslot = wslot(p, next, items);
+    const WPos nw = wpos(p, next);
+    if (next < items) wload<kStream>(p, nw, nslot, nxt);
+    wprocess<T, kStream>(p, vec, w, slot, cur);
+    if (next >= items) break;
+#pragma unroll
+    for (int i = 0; i < kWRows; ++i) cur[i] = nxt[i];
+    item = next;
+    slot = nslot;
+    w = nw;
+  }
+}
+
+template <class K>
+Status resident_ctas(K kernel, int threads, int* out) {
+  int dev = 0, sms = 0, per_sm = 0;
+  ATTNKIT_CUDA_TRY(cudaGetDevice(&dev));
+  ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  *out = sms * (per_sm < 1 ? 1 : per_sm);
+  return Status::Ok();
+}
+
+// Whether q, k (16-element runs from multiples of 16) and v (4-element runs from multiples of 4)
+// of a T tensor can be read as 16- / 8-byte vectors.
+template <typename T>
+bool runs_aligned(const Tok& t) {
+  const int64_t e = 16 / static_cast<int64_t>(sizeof(T));  // elements per 16 bytes
+  return (reinterpret_cast<uintptr_t>(t.p) & 15) == 0 && t.sb % e == 0 && t.sh % e == 0;
+}
+
+template <typename T, bool kStream, bool kPersist>
+Status launch_decode_warp(const DecodeParams& p, cudaStream_t s) {
+  const int64_t items = static_cast<int64_t>(p.N) * p.HV * kWSlices;
+  if (items > (int64_t(1) << 30)) return Status::Unsupported("gdn_decode_step: too many sequences x heads");
+  const bool vec = runs_aligned<T>(p.q) && runs_aligned<T>(p.k) && runs_aligned<T>(p.v);
+  if constexpr (kPersist) {
+    int ctas = 0;
+    ATTNKIT_RETURN_IF_ERROR(resident_ctas(decode_warp_persist_kernel<T, kStream>, 128, &ctas));
+    const int64_t grid = std::min<int64_t>((items + 3) / 4, ctas);
+    decode_warp_persist_kernel<T, kStream><<<static_cast<unsigned>(grid), 128, 0, s>>>(p, static_cast<int>(items), vec);
+  } else {
+    const int64_t grid = (items + kWThreads / 32 - 1) / (kWThreads / 32);
+    decode_warp_kernel<T, kStream><<<static_cast<unsigned>(grid), kWThreads, 0, s>>>(p, static_cast<int>(items), vec);
+  }
+  ATTNKIT_CUDA_CHECK_LAUNCH("gdn decode (warp items)");
+  return Status::Ok();
+}
+
+template <bool kStream, bool kPersist>
+Status launch_decode_warp_dt(const DecodeParams& p, cudaStream_t s) {
+  if (p.q.dt == 2) return launch_decode_warp<__nv_bfloat16, kStream, kPersist>(p, s);
+  if (p.q.dt == 1) return launch_decode_warp<__half, kStream, kPersist>(p, s);
+  return launch_decode_warp<float, kStream, kPersist>(p, s);
+}
+
 }  // namespace
 
+// ATTNKIT_GDN_DECODE (temporary, for side-by-side timings): slice64 (the CTA-item kernel),
+// warp, warp_cs (streaming cache hints; the default), warp_persist_cs.
 Status launch_decode(const DecodeParams& p, cudaStream_t s) {
   if (p.N == 0 || p.HV == 0) return Status::Ok();
-  return launch_decode_bv<64>(p, s);
+  const char* env = std::getenv("ATTNKIT_GDN_DECODE");
+  const std::string v = env ? env : "";
+  if (v == "slice64") return launch_decode_bv<64>(p, s);
+  if (v == "warp") return launch_decode_warp_dt<false, false>(p, s);
+  if (v == "warp_persist_cs") return launch_decode_warp_dt<true, true>(p, s);
+  return launch_decode_warp_dt<true, false>(p, s);
 }
 
 }  // namespace attnkit::gdn_cuda
