@@ -237,8 +237,8 @@ Status run_state_output(DType dt, const gdn_cuda::StateOutParams& p, const Stage
                                 : gdn_cuda::launch_state_output_fp16(p, layout(seq, off), s);
 }
 // The chunk-output stage op: the WGMMA/TMA kernel on sm_90 where its loads and stores fit the
-// tensors (16-bit intermediates in q's dtype, 16-byte aligned rows: output_sm90_supports), the
-// mma.sync kernel otherwise (other GPUs, fp32 intermediates; ATTNKIT_GDN_NO_WGMMA=1 on Hopper).
+// tensors (bf16 throughout, 16-byte aligned rows: output_sm90_supports), the mma.sync kernel
+// otherwise (other GPUs, fp32 intermediates, fp16 q/k; ATTNKIT_GDN_NO_WGMMA=1 on Hopper).
 Status run_output(DType dt, const gdn_cuda::OutputParams& p, const StageCall& c, int device) {
   const gdn_cuda::SeqArgs& seq = c.seq();
   const int32_t* off = c.offsets();

@@ -1,8 +1,9 @@
 // Dispatch of the WGMMA/TMA chunk-output kernel (gdn_output_sm90.cuh): which calls of the stage op
-// it serves (its TMA boxes and 16-byte stores need one 16-bit dtype and 16-byte aligned rows; the
-// stage op also takes fp32 intermediates, which the mma.sync kernel serves), and the launch per
-// dtype. sm_90a builds only; other builds serve none.
+// it serves (its TMA boxes and 16-byte stores need bf16 throughout and 16-byte aligned rows; the
+// stage op also takes fp32 intermediates and fp16 q/k, which the mma.sync kernel serves), and the
+// launch. sm_90a builds only; other builds serve none.
 #include <cstdint>
+#include <cstdlib>
 
 #include "cuda/gdn/chunk_launch.h"
 
@@ -14,8 +15,9 @@ namespace attnkit::gdn_cuda {
 
 #if defined(ATTNKIT_HAS_SM90A)
 bool output_sm90_supports(const OutputParams& p, const SeqLayout& L, int64_t max_chunks) {
+  // bf16 only: h and v_new are fp32 or bf16 (validate_gdn.cpp), and each WGMMA takes one dtype.
   const int dt = p.q.dt;
-  if (dt != 1 && dt != 2) return false;
+  if (dt != 2) return false;
   for (const Tok* t : {&p.k, &p.v_new, &p.o})
     if (t->dt != dt) return false;
   if (p.h.dt != dt || p.g_cum.dt != 0) return false;
@@ -32,8 +34,10 @@ Status launch_output_sm90(const OutputParams& p, const SeqLayout& L, int64_t max
   if (!output_sm90_supports(p, L, max_chunks))
     return Status::Internal("gdn sm90 chunk output: called on a problem it does not serve");
   if (sms <= 0) return Status::Internal("gdn sm90 chunk output: no SM count");
-  return p.q.dt == 2 ? sm90::launch_output_sm90<cutlass::bfloat16_t, 3>(p, L, max_chunks, sms, s)
-                     : sm90::launch_output_sm90<cutlass::half_t, 3>(p, L, max_chunks, sms, s);
+  // ATTNKIT_GDN_OUTPUT_STAGES=2 (temporary): a 2-deep h/V_new ring, for side-by-side timings.
+  const char* env = std::getenv("ATTNKIT_GDN_OUTPUT_STAGES");
+  if (env != nullptr && std::atoi(env) == 2) return sm90::launch_output_sm90<cutlass::bfloat16_t, 2>(p, L, max_chunks, sms, s);
+  return sm90::launch_output_sm90<cutlass::bfloat16_t, 3>(p, L, max_chunks, sms, s);
 }
 #else
 bool output_sm90_supports(const OutputParams&, const SeqLayout&, int64_t) { return false; }
