@@ -112,11 +112,11 @@ TEST(GdnDecodeCuda, ManyItemsPerCta) {
 }
 
 // Each decode kernel (ATTNKIT_GDN_DECODE selects one for side-by-side timings): bf16, fp16 and
-// fp32 tokens, grouped heads, L2 norm, and many items per CTA / per persistent warp.
+// fp32 tokens, grouped heads, L2 norm, and many items per CTA.
 TEST(GdnDecodeCuda, EachKernelVariant) {
   std::vector<int32_t> many(256);
   for (int i = 0; i < 256; ++i) many[i] = (i * 37) % 260;
-  for (const char* v : {"slice64", "warp", "warp_cs", "warp_persist_cs"}) {
+  for (const char* v : {"slice64", "slice64_cs", "slice64_csld", "slice64_csst", "row128_cs", "warp_cs"}) {
     SCOPED_TRACE(v);
     setenv("ATTNKIT_GDN_DECODE", v, 1);
     run_case({5, 2, 4, 9, DType::kBFloat16, DType::kBFloat16, false}, {7, 2, 5, 0, 8}, 11);

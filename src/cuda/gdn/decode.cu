@@ -19,6 +19,18 @@
 namespace attnkit::gdn_cuda {
 namespace {
 
+// State accesses, plain or streaming (evict-first: ld/st.global.cs).
+template <bool kStream>
+__device__ __forceinline__ float4 ld_state(const float* a) {
+  if constexpr (kStream) return __ldcs(reinterpret_cast<const float4*>(a));
+  else return *reinterpret_cast<const float4*>(a);
+}
+template <bool kStream>
+__device__ __forceinline__ void st_state(float* a, float4 v) {
+  if constexpr (kStream) __stcs(reinterpret_cast<float4*>(a), v);
+  else *reinterpret_cast<float4*>(a) = v;
+}
+
 constexpr int kThreads = 256;  // BV / 4 column groups (float4) x the rest row groups
 
 // kBV state columns per item (32 or 64).
@@ -49,7 +61,8 @@ __device__ __forceinline__ int32_t item_slot(const DecodeParams& p, int item, in
   return p.indices[static_cast<int64_t>(item / (Cfg<kBV>::kSlices * p.HV)) * p.idx_stride];
 }
 
-template <int kBV>
+// kHint: bit 0 streaming state loads, bit 1 streaming state stores.
+template <int kBV, int kHint>
 __device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t slot, Item<kBV>* it) {
   using C = Cfg<kBV>;
   constexpr int kSlices = C::kSlices, kRowsPerThread = C::kRowsPerThread;
@@ -67,7 +80,7 @@ __device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t s
                      it->vb * kBV + cg * 4;
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i)
-      it->s[i] = *reinterpret_cast<const float4*>(S + (rg + C::kRowGroups * i) * p.pool.sk);
+      it->s[i] = ld_state<(kHint & 1) != 0>(S + (rg + C::kRowGroups * i) * p.pool.sk);
   }
   if (tid < kHead) {
     it->q = ld_any(p.q.p, p.q.dt, n * p.q.sb + hq * p.q.sh + tid);
@@ -80,8 +93,8 @@ __device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t s
   }
 }
 
-template <int kBV>
-__global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(DecodeParams p, int items) {
+template <int kBV, int kHint>
+__global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : (kBV == 64 ? 2 : 1)) decode_kernel(DecodeParams p, int items) {
   using C = Cfg<kBV>;
   constexpr int kRowsPerThread = C::kRowsPerThread;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -95,11 +108,11 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
   if (item >= items) return;
   Item<kBV> cur, nxt;
   int32_t next_slot = item_slot<kBV>(p, item + gridDim.x, items);
-  fetch(p, item, item_slot<kBV>(p, item, items), &cur);
+  fetch<kBV, kHint>(p, item, item_slot<kBV>(p, item, items), &cur);
   while (true) {
     const int next = item + gridDim.x;
     const int32_t after_slot = item_slot<kBV>(p, next + gridDim.x, items);
-    if (next < items) fetch(p, next, next_slot, &nxt);
+    if (next < items) fetch<kBV, kHint>(p, next, next_slot, &nxt);
     next_slot = after_slot;
     const int64_t o_off = cur.n * p.o.sb + cur.hv * p.o.sh + cur.vb * kBV;
     if (!cur.valid) {  // uniform across the block
@@ -187,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
         x.y = decay * x.y + kr * vd.y;
         x.z = decay * x.z + kr * vd.z;
         x.w = decay * x.w + kr * vd.w;
-        *reinterpret_cast<float4*>(S + r * p.pool.sk) = x;
+        st_state<(kHint & 2) != 0>(S + r * p.pool.sk, x);
       }
     }
     if (next >= items) break;
@@ -196,7 +209,7 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
   }
 }
 
-template <int kBV>
+template <int kBV, int kHint>
 Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
   const int64_t items = static_cast<int64_t>(p.N) * p.HV * Cfg<kBV>::kSlices;
   if (items > (int64_t(1) << 30)) return Status::Unsupported("gdn_decode_step: too many sequences x heads");
@@ -208,13 +221,13 @@ Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
   if (ctas == 0) {
     int sms = 0, per_sm = 0;
     ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_kernel<kBV>, kThreads, 0));
+    ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_kernel<kBV, kHint>, kThreads, 0));
     ctas = sms * (per_sm < 1 ? 1 : per_sm);
     if (dev < 64) fill[dev].store(ctas, std::memory_order_relaxed);
   }
   const int64_t sms = ctas, per_sm = 1;
   const int64_t grid = std::min<int64_t>(items, static_cast<int64_t>(sms) * per_sm);
-  decode_kernel<kBV><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(p, static_cast<int>(items));
+  decode_kernel<kBV, kHint><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(p, static_cast<int>(items));
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn decode");
   return Status::Ok();
 }
@@ -227,16 +240,6 @@ Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
 // rows) and v (its 4 columns) come as vectors where aligned (vec), else element by element.
 constexpr int kWCols = 16, kWSlices = kHead / kWCols, kWRows = kHead / 8, kWThreads = 256;
 
-template <bool kStream>
-__device__ __forceinline__ float4 ld_state(const float* a) {
-  if constexpr (kStream) return __ldcs(reinterpret_cast<const float4*>(a));
-  else return *reinterpret_cast<const float4*>(a);
-}
-template <bool kStream>
-__device__ __forceinline__ void st_state(float* a, float4 v) {
-  if constexpr (kStream) __stcs(reinterpret_cast<float4*>(a), v);
-  else *reinterpret_cast<float4*>(a) = v;
-}
 
 // n consecutive elements (n a multiple of 4) of a T tensor at element offset i to fp32: 16-byte
 // vector loads when vec (the caller checked alignment), else element by element.
@@ -372,42 +375,6 @@ __global__ void __launch_bounds__(kWThreads, 2) decode_warp_kernel(DecodeParams 
   wprocess<T, kStream>(p, vec, w, slot, s);
 }
 
-// Persistent: each warp walks items (its global index, then + all warps), the next item's slot
-// and state loading while it finishes the current one.
-template <typename T, bool kStream>
-__global__ void __launch_bounds__(128, 2) decode_warp_persist_kernel(DecodeParams p, int items, bool vec) {
-  const int warps = gridDim.x * 4;
-  int item = blockIdx.x * 4 + threadIdx.x / 32;
-  if (item >= items) return;
-  float4 cur[kWRows], nxt[kWRows];
-  int32_t slot = wslot(p, item, items);
-  WPos w = wpos(p, item);
-  wload<kStream>(p, w, slot, cur);
-  while (true) {
-    const int next = item + warps;
-    const int32_t nslot = wslot(p, next, items);
-    const WPos nw = wpos(p, next);
-    if (next < items) wload<kStream>(p, nw, nslot, nxt);
-    wprocess<T, kStream>(p, vec, w, slot, cur);
-    if (next >= items) break;
-#pragma unroll
-    for (int i = 0; i < kWRows; ++i) cur[i] = nxt[i];
-    item = next;
-    slot = nslot;
-    w = nw;
-  }
-}
-
-template <class K>
-Status resident_ctas(K kernel, int threads, int* out) {
-  int dev = 0, sms = 0, per_sm = 0;
-  ATTNKIT_CUDA_TRY(cudaGetDevice(&dev));
-  ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
-  *out = sms * (per_sm < 1 ? 1 : per_sm);
-  return Status::Ok();
-}
-
 // Whether q, k (16-element runs from multiples of 16) and v (4-element runs from multiples of 4)
 // of a T tensor can be read as 16- / 8-byte vectors.
 template <typename T>
@@ -416,43 +383,41 @@ bool runs_aligned(const Tok& t) {
   return (reinterpret_cast<uintptr_t>(t.p) & 15) == 0 && t.sb % e == 0 && t.sh % e == 0;
 }
 
-template <typename T, bool kStream, bool kPersist>
+template <typename T, bool kStream>
 Status launch_decode_warp(const DecodeParams& p, cudaStream_t s) {
   const int64_t items = static_cast<int64_t>(p.N) * p.HV * kWSlices;
   if (items > (int64_t(1) << 30)) return Status::Unsupported("gdn_decode_step: too many sequences x heads");
   const bool vec = runs_aligned<T>(p.q) && runs_aligned<T>(p.k) && runs_aligned<T>(p.v);
-  if constexpr (kPersist) {
-    int ctas = 0;
-    ATTNKIT_RETURN_IF_ERROR(resident_ctas(decode_warp_persist_kernel<T, kStream>, 128, &ctas));
-    const int64_t grid = std::min<int64_t>((items + 3) / 4, ctas);
-    decode_warp_persist_kernel<T, kStream><<<static_cast<unsigned>(grid), 128, 0, s>>>(p, static_cast<int>(items), vec);
-  } else {
-    const int64_t grid = (items + kWThreads / 32 - 1) / (kWThreads / 32);
-    decode_warp_kernel<T, kStream><<<static_cast<unsigned>(grid), kWThreads, 0, s>>>(p, static_cast<int>(items), vec);
-  }
+  const int64_t grid = (items + kWThreads / 32 - 1) / (kWThreads / 32);
+  decode_warp_kernel<T, kStream><<<static_cast<unsigned>(grid), kWThreads, 0, s>>>(p, static_cast<int>(items), vec);
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn decode (warp items)");
   return Status::Ok();
 }
 
-template <bool kStream, bool kPersist>
+template <bool kStream>
 Status launch_decode_warp_dt(const DecodeParams& p, cudaStream_t s) {
-  if (p.q.dt == 2) return launch_decode_warp<__nv_bfloat16, kStream, kPersist>(p, s);
-  if (p.q.dt == 1) return launch_decode_warp<__half, kStream, kPersist>(p, s);
-  return launch_decode_warp<float, kStream, kPersist>(p, s);
+  if (p.q.dt == 2) return launch_decode_warp<__nv_bfloat16, kStream>(p, s);
+  if (p.q.dt == 1) return launch_decode_warp<__half, kStream>(p, s);
+  return launch_decode_warp<float, kStream>(p, s);
 }
 
 }  // namespace
 
-// ATTNKIT_GDN_DECODE (temporary, for side-by-side timings): slice64 (the CTA-item kernel),
-// warp, warp_cs (streaming cache hints; the default), warp_persist_cs.
+// ATTNKIT_GDN_DECODE (temporary, for side-by-side timings): slice64 (the CTA-item kernel; _cs
+// streaming state loads and stores, _csld loads only, _csst stores only), row128_cs (whole-state
+// items: each warp reads 512-byte rows), warp_cs (warp items, streaming; the default). Measured on
+// an H100 (gdnout helper, call 1): warp items without streaming hints and a persistent prefetching
+// warp kernel were slower at b1, b32 and b256 and are gone.
 Status launch_decode(const DecodeParams& p, cudaStream_t s) {
   if (p.N == 0 || p.HV == 0) return Status::Ok();
   const char* env = std::getenv("ATTNKIT_GDN_DECODE");
   const std::string v = env ? env : "";
-  if (v == "slice64") return launch_decode_bv<64>(p, s);
-  if (v == "warp") return launch_decode_warp_dt<false, false>(p, s);
-  if (v == "warp_persist_cs") return launch_decode_warp_dt<true, true>(p, s);
-  return launch_decode_warp_dt<true, false>(p, s);
+  if (v == "slice64") return launch_decode_bv<64, 0>(p, s);
+  if (v == "slice64_cs") return launch_decode_bv<64, 3>(p, s);
+  if (v == "slice64_csld") return launch_decode_bv<64, 1>(p, s);
+  if (v == "slice64_csst") return launch_decode_bv<64, 2>(p, s);
+  if (v == "row128_cs") return launch_decode_bv<128, 3>(p, s);
+  return launch_decode_warp_dt<true>(p, s);
 }
 
 }  // namespace attnkit::gdn_cuda
