@@ -168,15 +168,11 @@ int main(int argc, char** argv) {
       std::printf("decode B=%-4ld %-16s %9.4f ms  %8.1f GB/s (%.1f%% of copy)\n", long(B), "same-size copy", ms,
                   bytes / ms / 1e6, pct(bytes / ms / 1e6));
     }
-    // Each decode kernel (ATTNKIT_GDN_DECODE, temporary), flushed and back to back.
-    for (const char* kernel : {"slice64", "slice64_cs", "slice64_csld", "slice64_csst", "row128_cs", "warp_cs"}) {
-      setenv("ATTNKIT_GDN_DECODE", kernel, 1);
-      const double ms = median_ms(run, 100), ms_b2b = median_ms(run, 100, false);
-      unsetenv("ATTNKIT_GDN_DECODE");
-      std::printf("decode B=%-4ld %-16s %9.4f ms  %8.1f GB/s (%.1f%% of copy) | back to back %.4f ms %.1f GB/s (%.1f%%)\n",
-                  long(B), kernel, ms, bytes / ms / 1e6, pct(bytes / ms / 1e6), ms_b2b, bytes / ms_b2b / 1e6,
-                  pct(bytes / ms_b2b / 1e6));
-    }
+    // The decode step, flushed and back to back.
+    const double ms = median_ms(run, 100), ms_b2b = median_ms(run, 100, false);
+    std::printf("decode B=%-4ld %-16s %9.4f ms  %8.1f GB/s (%.1f%% of copy) | back to back %.4f ms %.1f GB/s (%.1f%%)\n",
+                long(B), "gdn_decode_step", ms, bytes / ms / 1e6, pct(bytes / ms / 1e6), ms_b2b, bytes / ms_b2b / 1e6,
+                pct(bytes / ms_b2b / 1e6));
   }
   struct Case { const char* name; int64_t T; std::vector<int32_t> lens; };
   for (const Case& c : {Case{"B1_T4k", 4096, {}}, Case{"B1_T16k", 16384, {}}, Case{"B1_T64k", 65536, {}},
@@ -241,14 +237,10 @@ int main(int argc, char** argv) {
     setenv("ATTNKIT_GDN_NO_WGMMA", "1", 1);
     const double ms_o_old = median_ms(out, 50), ms_o_old_b2b = median_ms(out, 50, false);
     unsetenv("ATTNKIT_GDN_NO_WGMMA");
-    setenv("ATTNKIT_GDN_OUTPUT_STAGES", "3", 1);  // temporary: the sm90 kernel with a 3-deep ring
-    const double ms_o_s3 = median_ms(out, 50), ms_o_s3_b2b = median_ms(out, 50, false);
-    unsetenv("ATTNKIT_GDN_OUTPUT_STAGES");
     const double bytes_o = (2.0 * T * H * D + 2.0 * T * HV * D + double(C) * HV * D * D) * 2 + T * HV * 4.0;
     std::printf("forward %-12s T=%-6ld   %9.4f ms  %8.2f Mtok/s | kkt+inv %.4f ms  state %.4f ms | mma.sync fwd %.4f ms, mma intra %.4f ms\n",
                 c.name, long(T), ms, T / ms / 1e3, ms_kkt, ms_h, ms_mma, ms_mma_intra);
-    for (const auto& [name, a, b] : {std::tuple{"default", ms_o, ms_o_b2b}, std::tuple{"stages3", ms_o_s3, ms_o_s3_b2b},
-                                     std::tuple{"mma.sync", ms_o_old, ms_o_old_b2b}})
+    for (const auto& [name, a, b] : {std::tuple{"default", ms_o, ms_o_b2b}, std::tuple{"mma.sync", ms_o_old, ms_o_old_b2b}})
       std::printf("output %-12s %-9s %9.4f ms  %8.1f GB/s (%.1f%% of copy) | back to back %.4f ms %.1f GB/s (%.1f%%)\n",
                   c.name, name, a, bytes_o / a / 1e6, pct(bytes_o / a / 1e6), b, bytes_o / b / 1e6,
                   pct(bytes_o / b / 1e6));

@@ -58,8 +58,7 @@ void run_output(const OutCase& c, uint64_t seed) {
   const Buffer dq = dev(q), dk = dev(k), dvn = dev(vn), dh = dev(h), dgc = dev(gc);
   const Buffer dcu = cu.empty() ? Buffer() : dev(cu);
 
-  const std::pair<const char*, const char*> kernels[] = {
-      {"", ""}, {"ATTNKIT_GDN_OUTPUT_STAGES", "3"}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
+  const std::pair<const char*, const char*> kernels[] = {{"", ""}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
   for (const auto& [name, value] : kernels) {
     SCOPED_TRACE(*name ? std::string(name) + "=" + value : std::string("default kernel"));
     if (*name) setenv(name, value, 1);

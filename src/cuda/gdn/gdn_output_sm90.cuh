@@ -13,12 +13,14 @@
 //   group), shares balanced to one stage; a q/k head's value heads follow each other, so Q, K and
 //   the raw Q K^T are loaded and computed once per (chunk, q/k head);
 // - a producer warp loads each stage's h (128 x 128) and V_new (64 x 128) as TMA tiles into a
-//   kStages-deep ring (kStages x 48 KB in flight per SM), the stage's gates by plain loads (any
-//   stride), and Q, K once per (chunk, q/k head) into a two-deep ring of their own;
+//   kStages-deep ring (2 x 48 KB in flight per SM: output_sm90.cu), the stage's gates by plain
+//   loads (any stride), and Q, K once per (chunk, q/k head) into a two-deep ring of their own;
 // - one consumer warpgroup: Q K^T (kept in registers across the group), then per stage O = Q h
 //   (SS WGMMA, asynchronous while P = tril(Q K^T (.) Gamma) is built from those registers as the
 //   A operand), O scaled by exp(g) per row, O += P V_new (RS WGMMA); the ring slot goes back before
 //   O leaves from registers as 16-byte row pieces, rows < len only.
+// Measured on an H100 (gdn_bench, T = 16k, H = 16, HV = 32): 0.245 ms = 92% of the same run's
+// device copy for the bytes the stage must move, against 0.329 ms for the mma.sync kernel.
 // Rows past a chunk's len (the next sequence's rows, or TMA's zeros past the tensor) only reach O
 // rows that are not stored, except through P V_new, where P is 0 but 0 x NaN need not be 0: V_new
 // rows past len are zeroed in shared memory (the last chunk of a sequence only).

@@ -3,7 +3,6 @@
 // stage op also takes fp32 intermediates and fp16 q/k, which the mma.sync kernel serves), and the
 // launch. sm_90a builds only; other builds serve none.
 #include <cstdint>
-#include <cstdlib>
 
 #include "cuda/gdn/chunk_launch.h"
 
@@ -35,10 +34,7 @@ Status launch_output_sm90(const OutputParams& p, const SeqLayout& L, int64_t max
     return Status::Internal("gdn sm90 chunk output: called on a problem it does not serve");
   if (sms <= 0) return Status::Internal("gdn sm90 chunk output: no SM count");
   // A 2-deep h/V_new ring (96 KB in flight per SM besides Q/K): on an H100 it was 1-2% faster than a
-  // 3-deep one at 16k and on the ragged 32k batch (gdnout helper, call 1).
-  // ATTNKIT_GDN_OUTPUT_STAGES=3 (temporary) picks the 3-deep ring for one more side-by-side timing.
-  const char* env = std::getenv("ATTNKIT_GDN_OUTPUT_STAGES");
-  if (env != nullptr && std::atoi(env) == 3) return sm90::launch_output_sm90<cutlass::bfloat16_t, 3>(p, L, max_chunks, sms, s);
+  // 3-deep one at 16k and on the ragged 32k batch, flushed and back to back (gdn_bench, same run).
   return sm90::launch_output_sm90<cutlass::bfloat16_t, 2>(p, L, max_chunks, sms, s);
 }
 #else
