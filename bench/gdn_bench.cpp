@@ -1,7 +1,9 @@
 // Gated DeltaNet GPU timings (prints a table): the decode step against state bytes moved, the
 // chunk-output stage against the bytes it must move, the whole chunked forward, and a
 // device-to-device copy as the bandwidth ceiling. Shapes follow the fla anchors (Qwen3-Next's
-// linear-attention layers: H = 16, HV = 32, K = V = 128, bf16). Median of many event-timed runs.
+// linear-attention layers: H = 16, HV = 32, K = V = 128, bf16). Median of many event-timed runs,
+// each after a 256 MB L2 flush as `attnkit bench` times (median_ms), and back to back beside it;
+// GB/s columns also as a share of the copy measured in the same run.
 // The per-stage columns time the public stage ops (gdn_kkt_inverse, gdn_state_pass writing h and
 // V_new, gdn_chunk_output reading them); the forward itself runs the fused intra kernel and the
 // fused state/output kernel, which a profiler times (e.g. ncu -k regex:'intra|state_output'). Each
@@ -17,6 +19,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attnkit/gdn.h"
@@ -36,7 +39,16 @@ namespace {
     }                                                                                  \
   } while (0)
 
-double median_ms(const std::function<void()>& fn, int reps = 50) {
+// Timing as `attnkit bench` and triton.testing.do_bench time (the anchors): 256 MB of zeros
+// written over a scratch buffer before each call, the event pair around the call alone, so each
+// call starts with L2 full of other, dirty lines and the GPU busy up to its start (the host's cost
+// per call does not show). With flush = false, calls run back to back, each after the previous
+// one has finished (the GPU idles while the host prepares the call): this program's method
+// before, kept for comparison with earlier numbers.
+void* g_flush = nullptr;
+constexpr size_t kFlushBytes = size_t{256} * 1000 * 1000;
+
+double median_ms(const std::function<void()>& fn, int reps = 50, bool flush = true) {
   for (int i = 0; i < 5; ++i) fn();
   CK(cudaDeviceSynchronize());
   std::vector<float> t(reps);
@@ -44,12 +56,15 @@ double median_ms(const std::function<void()>& fn, int reps = 50) {
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
   for (int i = 0; i < reps; ++i) {
+    if (flush) CK(cudaMemsetAsync(g_flush, 0, kFlushBytes));
     CK(cudaEventRecord(a));
     fn();
     CK(cudaEventRecord(b));
     CK(cudaEventSynchronize(b));
     CK(cudaEventElapsedTime(&t[i], a, b));
   }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
   std::sort(t.begin(), t.end());
   return t[reps / 2];
 }
@@ -96,17 +111,21 @@ int main(int argc, char** argv) {
     uint64_t keep = ~uint64_t(0);
     CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   }
+  CK(cudaMalloc(&g_flush, kFlushBytes));
+  double copy_gbs = 0;  // the device-to-device copy of this run: the ceiling every row is a share of
   if (only.empty() || std::find(only.begin(), only.end(), "copy") != only.end()) {
     const size_t bytes = size_t(1) << 30;
     void *x, *y;
     CK(cudaMalloc(&x, bytes));
     CK(cudaMalloc(&y, bytes));
     CK(cudaMemset(x, 1, bytes));
-    const double ms = median_ms([&] { CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice)); }, 20);
-    std::printf("%-28s %9.4f ms  %8.1f GB/s (read+write)\n", "copy 1 GiB", ms, 2.0 * bytes / ms / 1e6);
+    const double ms = median_ms([&] { CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice)); }, 20, false);
+    copy_gbs = 2.0 * bytes / ms / 1e6;
+    std::printf("%-28s %9.4f ms  %8.1f GB/s (read+write)\n", "copy 1 GiB", ms, copy_gbs);
     CK(cudaFree(x));
     CK(cudaFree(y));
   }
+  auto pct = [&](double gbs) { return copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 0.0; };
   const bool decode_rows = only.empty() || std::find(only.begin(), only.end(), "decode") != only.end();
   for (int64_t B : {1, 32, 256}) {
     if (!decode_rows) break;
@@ -125,7 +144,7 @@ int main(int argc, char** argv) {
     std::shuffle(perm.begin(), perm.end(), rng);
     Buffer idx(DType::kInt32, {B}, cuda(0));
     idx.from_int(perm);
-    int it = 0;
+    size_t it = 0;
     auto run = [&] {
       GdnDecodeArgs a;
       a.q = q.view();
@@ -138,10 +157,22 @@ int main(int argc, char** argv) {
       a.o = o.view();
       check(gdn_decode_step(a), "decode");
     };
-    const double ms = median_ms(run, 100);
     const double bytes = 2.0 * B * HV * D * D * 4;
-    std::printf("decode B=%-4ld                %9.4f ms  %8.1f GB/s (state r+w)\n", long(B), ms,
-                bytes / ms / 1e6);
+    // A copy of the same bytes (read + write) timed alike: what this size allows under the method.
+    {
+      const size_t n = pool[0].bytes();
+      const double ms = median_ms([&] {
+        const Buffer& src = pool[it++ % pools];
+        CK(cudaMemcpyAsync(pool[it % pools].data(), src.data(), n, cudaMemcpyDeviceToDevice));
+      }, 100);
+      std::printf("decode B=%-4ld %-16s %9.4f ms  %8.1f GB/s (%.1f%% of copy)\n", long(B), "same-size copy", ms,
+                  bytes / ms / 1e6, pct(bytes / ms / 1e6));
+    }
+    // The decode step, flushed and back to back.
+    const double ms = median_ms(run, 100), ms_b2b = median_ms(run, 100, false);
+    std::printf("decode B=%-4ld %-16s %9.4f ms  %8.1f GB/s (%.1f%% of copy) | back to back %.4f ms %.1f GB/s (%.1f%%)\n",
+                long(B), "gdn_decode_step", ms, bytes / ms / 1e6, pct(bytes / ms / 1e6), ms_b2b, bytes / ms_b2b / 1e6,
+                pct(bytes / ms_b2b / 1e6));
   }
   struct Case { const char* name; int64_t T; std::vector<int32_t> lens; };
   for (const Case& c : {Case{"B1_T4k", 4096, {}}, Case{"B1_T16k", 16384, {}}, Case{"B1_T64k", 65536, {}},
@@ -199,11 +230,21 @@ int main(int argc, char** argv) {
     GdnStateArgs sa{k.view(), w.view(), u.view(), gc.view(), cuv, {}, h.view(), vn.view(), {}};
     const double ms_h = median_ms([&] { check(gdn_state_pass(sa), "state"); }, 20);
     GdnOutputArgs oa{q.view(), k.view(), vn.view(), h.view(), gc.view(), cuv, o.view()};
-    const double ms_o = median_ms([&] { check(gdn_chunk_output(oa), "output"); }, 20);
+    // The chunk-output stage op: its default kernel (WGMMA/TMA on sm_90) and the mma.sync one
+    // (ATTNKIT_GDN_NO_WGMMA=1), flushed and back to back.
+    auto out = [&] { check(gdn_chunk_output(oa), "output"); };
+    const double ms_o = median_ms(out, 50), ms_o_b2b = median_ms(out, 50, false);
+    setenv("ATTNKIT_GDN_NO_WGMMA", "1", 1);
+    const double ms_o_old = median_ms(out, 50), ms_o_old_b2b = median_ms(out, 50, false);
+    unsetenv("ATTNKIT_GDN_NO_WGMMA");
     const double bytes_o = (2.0 * T * H * D + 2.0 * T * HV * D + double(C) * HV * D * D) * 2 + T * HV * 4.0;
-    std::printf("forward %-12s T=%-6ld   %9.4f ms  %8.2f Mtok/s | kkt+inv %.4f ms  state %.4f ms  output %.4f ms (%.1f GB/s) | mma.sync fwd %.4f ms, mma intra %.4f ms\n",
-                c.name, long(T), ms, T / ms / 1e3, ms_kkt, ms_h, ms_o, bytes_o / ms_o / 1e6, ms_mma,
-                ms_mma_intra);
+    std::printf("forward %-12s T=%-6ld   %9.4f ms  %8.2f Mtok/s | kkt+inv %.4f ms  state %.4f ms | mma.sync fwd %.4f ms, mma intra %.4f ms\n",
+                c.name, long(T), ms, T / ms / 1e3, ms_kkt, ms_h, ms_mma, ms_mma_intra);
+    for (const auto& [name, a, b] : {std::tuple{"default", ms_o, ms_o_b2b}, std::tuple{"mma.sync", ms_o_old, ms_o_old_b2b}})
+      std::printf("output %-12s %-9s %9.4f ms  %8.1f GB/s (%.1f%% of copy) | back to back %.4f ms %.1f GB/s (%.1f%%)\n",
+                  c.name, name, a, bytes_o / a / 1e6, pct(bytes_o / a / 1e6), b, bytes_o / b / 1e6,
+                  pct(bytes_o / b / 1e6));
   }
+  CK(cudaFree(g_flush));
   return 0;
 }

@@ -1,6 +1,7 @@
 // Gated DeltaNet decode step on the GPU vs the CPU reference: a pool with scattered slots (untouched
-// slots stay bit-identical), grouped value heads, bf16/fp16, L2 norm, and device-side indices that
-// are out of range (those sequences are skipped and get a zero output row).
+// slots stay bit-identical), grouped value heads, bf16/fp16/fp32 tokens, q/k/v rows with a stride
+// that is not a multiple of 16 bytes, L2 norm, and device-side indices that are out of range (those
+// sequences are skipped and get a zero output row).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -108,6 +109,57 @@ TEST(GdnDecodeCuda, ManyItemsPerCta) {
   std::vector<int32_t> slots(256);
   for (int i = 0; i < 256; ++i) slots[i] = (i * 37) % 260;  // distinct: 37 and 260 are coprime
   run_case({256, 2, 8, 260, DType::kBFloat16, DType::kBFloat16, false}, slots, 15);
+}
+
+TEST(GdnDecodeCuda, Fp32Tokens) {
+  run_case({3, 1, 2, 4, DType::kFloat32, DType::kFloat32, true}, {2, 0, 3}, 16);
+}
+
+// q, k and v rows 130 elements apart (views into wider buffers, not 16-byte aligned). Same values
+// as a contiguous CPU run.
+TEST(GdnDecodeCuda, StridedRows) {
+  const DecodeCase c{6, 2, 4, 8, DType::kBFloat16, DType::kFloat32, true};
+  const std::vector<int32_t> slots = {3, 7, 0, 5, 1, 6};
+  std::mt19937_64 rng(17);
+  DecodeInputs h = make_inputs(c, slots, rng);
+  Buffer ref_pool = h.pool.to(cpu());
+  Buffer ref_o(c.dt, {c.N, c.HV, kD});
+  ExecOptions cpu_opts;
+  cpu_opts.backend = Backend::kCPU;
+  ASSERT_TRUE(gdn_decode_step(args_of(h, ref_pool, h.idx, ref_o, c.l2norm), cpu_opts).ok());
+
+  constexpr int64_t kWide = 130;
+  auto widen = [&](const Buffer& b, int64_t heads) {
+    const std::vector<float> x = b.to_float();
+    std::vector<float> y(static_cast<size_t>(c.N * heads * kWide), 0.f);
+    for (int64_t r = 0; r < c.N * heads; ++r)
+      for (int64_t i = 0; i < kD; ++i) y[r * kWide + i] = x[r * kD + i];
+    Buffer w(c.dt, {c.N, heads, kWide});
+    w.from_float(y);
+    return dev(w);
+  };
+  auto narrow = [&](const Buffer& w, int64_t heads) {
+    return make_view(w.data(), c.dt, {c.N, heads, kD}, {heads * kWide, kWide, 1}, w.device());
+  };
+  const Buffer qw = widen(h.q, c.H), kw = widen(h.k, c.H), vw = widen(h.v, c.HV);
+  const Buffer g = dev(h.g), beta = dev(h.beta), idx = dev(h.idx);
+  Buffer pool = dev(h.pool);
+  Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
+  GdnDecodeArgs a;
+  a.q = narrow(qw, c.H);
+  a.k = narrow(kw, c.H);
+  a.v = narrow(vw, c.HV);
+  a.g = g.view();
+  a.beta = beta.view();
+  a.state_pool = pool.view();
+  a.state_indices = idx.view();
+  a.o = o.view();
+  a.use_qk_l2norm = c.l2norm;
+  const Status st = gdn_decode_step(a);
+  ASSERT_TRUE(st.ok()) << st.message();
+  testkit::cuda_synchronize();
+  expect_close(o, ref_o, "o");
+  expect_close(pool, ref_pool, "state pool");
 }
 
 // Device indices that nobody validated: -1 and P + 3 are skipped (pool untouched, o row zero);

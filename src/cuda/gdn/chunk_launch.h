@@ -24,4 +24,9 @@ Status launch_state_output_sm90_fp16(const StateOutParams&, const SeqLayout&, cu
 // gate cumsum), q/k/v/W/U/P in one 16-bit dtype; other builds answer Unsupported.
 Status launch_intra_sm90_bf16(const IntraParams&, const SeqLayout&, int64_t max_chunks, cudaStream_t);
 Status launch_intra_sm90_fp16(const IntraParams&, const SeqLayout&, int64_t max_chunks, cudaStream_t);
+// The chunk-output stage op on WGMMA + TMA, a persistent grid of `sms` CTAs at most
+// (gdn_output_sm90.cuh): sm_90a builds, sm_90 devices, the calls output_sm90_supports accepts
+// (q, k, v_new, h and o in bf16, 16-byte aligned rows); launch_output_* serves the rest.
+bool output_sm90_supports(const OutputParams&, const SeqLayout&, int64_t max_chunks);
+Status launch_output_sm90(const OutputParams&, const SeqLayout&, int64_t max_chunks, int sms, cudaStream_t);
 }  // namespace attnkit::gdn_cuda

@@ -194,11 +194,11 @@ Status run_state(DType dt, const gdn_cuda::StateParams& p, const StageCall& c) {
   return dt == DType::kBFloat16 ? gdn_cuda::launch_state_bf16(p, layout(seq, off), s)
                                 : gdn_cuda::launch_state_fp16(p, layout(seq, off), s);
 }
-// The forward's WGMMA/TMA kernels (intra and fused state/output) where the build has sm_90a code
-// and the device is an sm_90 one; the mma.sync kernels elsewhere. In the environment,
-// ATTNKIT_GDN_NO_WGMMA=1 forces the mma.sync kernels of both stages on Hopper too (what other GPUs
-// run, for side-by-side timings: gdn_bench), ATTNKIT_GDN_INTRA_NO_WGMMA=1 those of the intra stage
-// only (tests, timings of one stage's kernels against the other's).
+// The WGMMA/TMA kernels (the forward's intra and fused state/output, the chunk-output stage op)
+// where the build has sm_90a code and the device is an sm_90 one; the mma.sync kernels elsewhere.
+// In the environment, ATTNKIT_GDN_NO_WGMMA=1 forces the mma.sync kernels on Hopper too (what other
+// GPUs run, for tests and side-by-side timings: gdn_bench), ATTNKIT_GDN_INTRA_NO_WGMMA=1 those of
+// the forward's intra stage only (tests, timings of one stage's kernels against the other's).
 bool env_is_1(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && std::string(v) == "1";
@@ -236,11 +236,20 @@ Status run_state_output(DType dt, const gdn_cuda::StateOutParams& p, const Stage
   return dt == DType::kBFloat16 ? gdn_cuda::launch_state_output_bf16(p, layout(seq, off), s)
                                 : gdn_cuda::launch_state_output_fp16(p, layout(seq, off), s);
 }
-Status run_output(DType dt, const gdn_cuda::OutputParams& p, const StageCall& c) {
+// The chunk-output stage op: the WGMMA/TMA kernel on sm_90 where its loads and stores fit the
+// tensors (bf16 throughout, 16-byte aligned rows: output_sm90_supports), the mma.sync kernel
+// otherwise (other GPUs, fp32 intermediates, fp16 q/k; ATTNKIT_GDN_NO_WGMMA=1 on Hopper).
+Status run_output(DType dt, const gdn_cuda::OutputParams& p, const StageCall& c, int device) {
   const gdn_cuda::SeqArgs& seq = c.seq();
   const int32_t* off = c.offsets();
   const cudaStream_t s = c.stream();
   if (seq.max_chunks == 0 || p.HV == 0) return Status::Ok();
+  const gdn_cuda::SeqLayout L = layout(seq, off);
+  if (use_sm90(device) && gdn_cuda::output_sm90_supports(p, L, seq.max_chunks)) {
+    CudaDeviceInfo d;
+    ATTNKIT_RETURN_IF_ERROR(cuda_device_info(device, &d));
+    return gdn_cuda::launch_output_sm90(p, L, seq.max_chunks, d.sm_count, s);
+  }
   return dt == DType::kBFloat16 ? gdn_cuda::launch_output_bf16(p, layout(seq, off), seq.max_chunks, s)
                                 : gdn_cuda::launch_output_fp16(p, layout(seq, off), seq.max_chunks, s);
 }
@@ -336,7 +345,7 @@ Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const 
   op.H = static_cast<int>(p.H);
   op.HV = static_cast<int>(p.HV);
   op.scale = p.scale;
-  return run_output(p.dtype, op, call);
+  return run_output(p.dtype, op, call, p.device.index);
 }
 
 // The whole forward: [l2norm] -> fused cumsum/kkt/inverse/W/U/P -> fused state pass + output (the

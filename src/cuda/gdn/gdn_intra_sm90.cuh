@@ -104,15 +104,16 @@ CUTE_DEVICE void zero_rows_past(Tile& t, int len) {
 template <class E>
 using NativeOf = std::conditional_t<std::is_same_v<E, cutlass::bfloat16_t>, __nv_bfloat16, __half>;
 
-// A warpgroup's m64n64 accumulator tile, element i's value val(i), to the 16-bit rows of dst
+// A warpgroup's m64 x kCols accumulator tile, element i's value val(i), to the 16-bit rows of dst
 // (row 0, column 0; rows < len; rows 16-byte aligned): the thread's rows r0 and r0 + 8 leave
 // as whole 16-byte pieces through store_acc_rows16's quad transpose (the accumulator of a warp
 // is laid out as mma.sync's m16n8 C fragments: element e + 4 b is e of n-tile b).
-template <class E, class F>
-CUTE_DEVICE void store_rows64(E* dst, int64_t st, int len, int r0, int t, F&& val) {
+template <int kCols, class E, class F>
+CUTE_DEVICE void store_rows(E* dst, int64_t st, int len, int r0, int t, F&& val) {
+  static_assert(kCols % 32 == 0);
   using N = NativeOf<E>;
   CUTE_UNROLL
-  for (int grp = 0; grp < 2; ++grp) {
+  for (int grp = 0; grp < kCols / 32; ++grp) {
     float v[4][4];
     CUTE_UNROLL
     for (int j = 0; j < 4; ++j) {
@@ -122,6 +123,10 @@ CUTE_DEVICE void store_rows64(E* dst, int64_t st, int len, int r0, int t, F&& va
     N* const b = reinterpret_cast<N*>(dst) + 32 * grp;
     store_acc_rows16<N>(b + r0 * st, b + (r0 + 8) * st, v, r0 < len, r0 + 8 < len, t);
   }
+}
+template <class E, class F>
+CUTE_DEVICE void store_rows64(E* dst, int64_t st, int len, int r0, int t, F&& val) {
+  store_rows<64>(dst, st, len, r0, t, static_cast<F&&>(val));
 }
 
 // acc = A B (this warpgroup's m64n64 tile; A, B partitioned smem fragments, k-blocks in mode 2).
