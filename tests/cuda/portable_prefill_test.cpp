@@ -187,6 +187,26 @@ TEST(PortablePrefill, TileBoundaries) {
       }
 }
 
+// The running max moves (and O is rescaled) only when a row's max grows by more than 2^8 (the
+// lazy rescale): large logits over many key tiles make maxima that grow both by less and by more
+// than that from tile to tile, at every head dim, with and without the causal diagonal, and with
+// the fp32 partials of explicit splits.
+TEST(PortablePrefill, RunningMaxJumps) {
+  const int dims[][2] = {{64, 64}, {128, 128}, {256, 256}};
+  uint64_t seed = 1050;
+  for (const auto& d : dims)
+    for (bool causal : {false, true})
+      for (int splits : {0, 3}) {
+        AttnCase c = base(2, 150, 700, ++seed);
+        c.dqk = d[0];
+        c.dv = d[1];
+        c.qk_scale = 3.f;
+        c.num_splits = splits;
+        if (causal) c.mask = Mask::causal();
+        check_case(c);
+      }
+}
+
 // The plain kernels fold a positive scale into exp2 after the row max; a negative one must go to
 // the generic variant and still match. Explicit split counts run the prefill tiles' fp32 partials.
 TEST(PortablePrefill, ScaleSignAndSplits) {

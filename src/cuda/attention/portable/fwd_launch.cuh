@@ -26,6 +26,9 @@ namespace attnkit::gpu {
 struct PrefillShape {
   int block_m, block_n, stages;  // stages == 1: one K and one V buffer, refilled in turn
   bool q_in_regs;
+  int warps = 4;
+  bool pairs = false;  // warp pairs split the keys of S and the columns of O (prefill_kernel.cuh)
+  bool lazy_rescale = true;
 };
 constexpr PrefillShape prefill_shape(int dqk, int dv, bool trivial_mod) {
   if (dqk == 64) return {trivial_mod ? 128 : 64, 64, 3, true};
@@ -35,10 +38,13 @@ constexpr PrefillShape prefill_shape(int dqk, int dv, bool trivial_mod) {
   if (dqk == 256) return {64, 64, 1, false};
   return {64, 32, 2, false};  // 192/192
 }
+template <int kDqk, int kDv, class S>
+using TileOf = PrefillTile<kDqk, kDv, S::kS.block_m, S::kS.block_n, S::kS.stages,
+                           S::kS.q_in_regs, S::kS.warps, S::kS.pairs, S::kS.lazy_rescale>;
 template <int kDqk, int kDv, bool kTrivialMod>
 struct PrefillTileSel {
   static constexpr PrefillShape kS = prefill_shape(kDqk, kDv, kTrivialMod);
-  using type = PrefillTile<kDqk, kDv, kS.block_m, kS.block_n, kS.stages, kS.q_in_regs>;
+  using type = TileOf<kDqk, kDv, PrefillTileSel>;
 };
 
 template <int kDqk, int kDv, class Mod>
