@@ -3,7 +3,8 @@
 // One CTA = kWarps warps = one tile of kBlockM query rows for one KV head of one sequence (and one
 // split of its key range). Rows are (query token, query head of the GQA group) pairs, row = token *
 // group + head_in_group, so each K/V tile is loaded once for the whole group. Each warp owns kMT
-// consecutive 16-row MMA tiles. K/V tiles of kBlockN keys go global -> shared through cp.async (a
+// consecutive 16-row MMA tiles (in warp pairs, both warps own the same rows and split the keys of
+// S and the columns of O between them). K/V tiles of kBlockN keys go global -> shared through cp.async (a
 // ring of kStages K/V buffers, or one K and one V buffer refilled in turn); S = Q K^T and O += P V
 // run on m16n8k16 MMAs with fp32 accumulators; P goes from the S accumulators to the A operand in
 // registers; the softmax is online in log2 units.
@@ -14,6 +15,9 @@
 //   - a plain scaled dot product (NoScoreMod, positive scale: the dispatcher sends others to the
 //     generic variant) takes the row max on the raw scores and folds the scale into the exp2
 //     argument, one FFMA per score;
+//   - O and l are rescaled only when some row's running max moved, and (lazy rescale) the max
+//     moves only when it grew by more than 2^8: P values stay <= 2^8, exact enough in bf16/fp16
+//     and fp32 sums, and the rescale (one FMUL per O element) drops out of almost every tile;
 //   - key tiles that every row sees entirely skip the mask; a warp skips the key tiles past the
 //     last one its rows see (causal diagonal tiles);
 //   - O is staged through shared memory (the warp's own Q rows, dead by then) and written with
@@ -61,8 +65,8 @@ struct PrefillTile {
   static constexpr int kMT = kWarpRows / 16;  // 16-row MMA tiles per warp
   static constexpr int kWarpKeys = kBlockN / kPairSize;  // score columns a warp computes
   static constexpr int kWarpDv = kDv / kPairSize;        // O columns a warp accumulates
-  // O's rescale is skipped while no row's running max grew by more than 2^kLazyLog2 (P values up
-  // to 2^8 are exact enough in bf16/fp16 and fp32 sums); the max kept is the one the sums use.
+  // O's rescale is skipped while no row's running max grew by more than 2^8 (P values up to 2^8
+  // are exact enough in bf16/fp16 and fp32 sums); the max kept is the one the sums use.
   static constexpr bool kLazyRescale = kLazyRescale_;
   // Q fragments held in registers for the whole key loop, where they fit beside S and O.
   static constexpr bool kQInRegs = kQInRegs_;
