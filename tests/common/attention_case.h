@@ -54,6 +54,9 @@ struct AttnCase {
   float scale = 0.f;
   int num_splits = 0;
   float qk_scale = 1.f;   // multiplies q and k: > 1 gives large logits
+  // Multiplies v: < 1 keeps O small where large logits make it close to single V rows (whose bf16
+  // rounding steps would otherwise exceed the max-abs bound of the comparison).
+  float v_scale = 1.f;
   bool strided = false;   // q/k/v/o rows padded and lse transposed, to exercise strides
   int q_tail_rows = 0;    // ragged q: rows past cu_seqlens_q[B] that belong to no sequence
   bool invalid_page_padding = false;  // page_table entries past the used pages are -1
@@ -84,6 +87,7 @@ struct AttnCase {
     if (scale != 0) os << " scale=" << scale;
     if (num_splits) os << " splits=" << num_splits;
     if (qk_scale != 1) os << " qk*" << qk_scale;
+    if (v_scale != 1) os << " v*" << v_scale;
     if (strided) os << " strided";
     os << " seed=" << seed;
     return os.str();
@@ -196,7 +200,7 @@ struct AttnData {
   }
 };
 
-// Builds the case: random q/k/v ~ N(0, 1) (q and k times qk_scale), rounded to the dtype; index
+// Builds the case: random q/k/v ~ N(0, 1) (q and k times qk_scale, v times v_scale), rounded to the dtype; index
 // tensors for the layout (ragged tensors and KV caches get spare rows/pages the op must ignore);
 // poisoned outputs.
 inline AttnData make_attn_data(const AttnCase& c) {
@@ -303,7 +307,7 @@ inline AttnData make_attn_data(const AttnCase& c) {
 
   testkit::fill_normal(d.q.buf, rng, 0.f, c.qk_scale);
   testkit::fill_normal(d.k.buf, rng, 0.f, c.qk_scale);
-  testkit::fill_normal(d.v.buf, rng);
+  testkit::fill_normal(d.v.buf, rng, 0.f, c.v_scale);
   if (c.alibi) {
     d.alibi = whole(DType::kFloat32, {c.hq});
     testkit::fill_uniform(d.alibi.buf, rng, 0.01f, 0.5f);

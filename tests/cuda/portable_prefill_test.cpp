@@ -170,9 +170,10 @@ TEST(PortablePrefill, EdgeShapes) {
   }
 }
 
-// Lengths on both sides of the prefill tiles' row and key blocks (128 x 64 at d64 and d128, 64 x 64
-// at 192/128 and d256): the last, partly masked key tile, fully visible tiles that skip the mask
-// next to diagonal ones, and row tiles that end inside a warp's rows.
+// Lengths on both sides of the prefill tiles' row and key blocks (128 x 128 at d64 without a mask,
+// 128 x 64 at d64 masked and d128, 64 x 64 at 192/128 and d256 (in warp pairs)): the last, partly
+// masked key tile, fully visible tiles that skip the mask next to diagonal ones, and row tiles
+// that end inside a warp's rows.
 TEST(PortablePrefill, TileBoundaries) {
   const int dims[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
   uint64_t seed = 1000;
@@ -182,6 +183,29 @@ TEST(PortablePrefill, TileBoundaries) {
         AttnCase c = base(2, sq, sk, ++seed);
         c.dqk = d[0];
         c.dv = d[1];
+        if (causal) c.mask = Mask::causal();
+        check_case(c);
+      }
+}
+
+// The running max moves (and O is rescaled) only when a row's max grows by more than 2^8 (the
+// lazy rescale): large logits over many key tiles make maxima that grow both by less and by more
+// than that from tile to tile, at every head dim and tile kind (d256: warp pairs), with and
+// without the causal diagonal, and with the fp32 partials of explicit splits. (Such logits make O
+// nearly single V rows; v is scaled down so that one bf16 rounding step of O stays inside the
+// max-abs bound: with V ~ N(0, 1) a 1-ulp difference at |O| >= 4 is 0.031.)
+TEST(PortablePrefill, RunningMaxJumps) {
+  const int dims[][2] = {{64, 64}, {128, 128}, {256, 256}};
+  uint64_t seed = 1050;
+  for (const auto& d : dims)
+    for (bool causal : {false, true})
+      for (int splits : {0, 3}) {
+        AttnCase c = base(2, 150, 700, ++seed);
+        c.dqk = d[0];
+        c.dv = d[1];
+        c.qk_scale = 3.f;
+        c.v_scale = 0.25f;
+        c.num_splits = splits;
         if (causal) c.mask = Mask::causal();
         check_case(c);
       }
@@ -217,15 +241,16 @@ TEST(PortablePrefill, ScaleSignAndSplits) {
       }
 }
 
-// One query head per KV head over several 128-row tiles (d64 / d128): with a mask, a warp skips
-// the key tiles past the last one its rows see (the causal diagonal's last tile for the upper two
-// warps), and O rows are written from one base; windows and chunks end the warps' key ranges
-// elsewhere, Sq != Sk shifts them, and split-KV cuts the CTA's key range before the warp's cut.
+// One query head per KV head over several 128-row tiles (d64 / d128; d256: 64-row tiles in warp
+// pairs): with a mask, a warp (pair) skips the key tiles past the last one its rows see (the
+// causal diagonal's last tile for the upper two warps), and O rows (each pair warp's Dv half) are
+// written from one base; windows and chunks end the warps' key ranges elsewhere, Sq != Sk shifts
+// them, and split-KV cuts the CTA's key range before the warp's cut.
 TEST(PortablePrefill, MhaWarpKeyRanges) {
   const Mask masks[] = {Mask::none(), Mask::causal(), Mask::sliding_window(100, 0),
                         Mask::chunked(96)};
   uint64_t seed = 1200;
-  for (int d : {64, 128})
+  for (int d : {64, 128, 256})
     for (const Mask& m : masks)
       for (auto [sq, sk] : {std::pair{300, 300}, {200, 457}})
         for (int splits : {1, 3}) {

@@ -14,43 +14,57 @@
 
 namespace attnkit::gpu {
 
-// Prefill tile per head dims and score mod, from the FA3-paper shapes on an H100 (two CTAs of 4
-// warps per SM everywhere; 8 warps, or 128 x 128 tiles, measured slower):
-//   d64: 128 x 64, 3 stages, Q in registers (two 16-row MMA tiles per warp);
-//   d128 plain mod: 128 x 64, single K and V buffers (+4-7% over 128 x 32 with 3 stages), Q
-//     re-read from shared memory (in registers, S + O + Q pass 255 registers and spill);
-//   d256: 64 x 64, single K and V buffers (+10-17% over 64 x 32 with 2 stages, which is what
-//     two CTAs per SM allow with a ring), Q re-read from shared memory;
+// Prefill tile per head dims, mask and score mod, from the FA3-paper shapes on an H100 (two CTAs
+// of 4 warps per SM everywhere; the A/B figures are geomeans of the same-call ratio to PyTorch's
+// FlashAttention-2 over the FA3 rows of that head dim, session 6, call 1):
+//   d64 no mask: 128 x 128, 2 stages, Q re-read from shared memory (1.060 against 1.030 for
+//     128 x 64, 3 stages, Q in registers, over the 6 non-causal rows);
+//   d64 masked: 128 x 64, 3 stages, Q in registers (two 16-row MMA tiles per warp);
+//   d128 plain mod: 128 x 64, 2 stages (1.005 against 0.992 for single K and V buffers; the
+//     GQA rows 1.027 against 1.013), Q re-read from shared memory (in registers, S + O + Q pass
+//     255 registers);
+//   d256: 64 x 64 in warp pairs, single K and V buffers (0.934 against 0.909 without pairs; 8
+//     warps of 16 rows with 2 stages 0.909, the same in pairs 0.916);
 //   softcap / ALiBi (more per-row state), d96, 192/128: 64 query rows, 2 stages;
 //   192/192: 64 x 32, 2 stages.
+// Every tile skips O's rescale while no row's max grew by more than 2^8 (lazy_rescale: 0.980 ->
+// 1.017 at d64, 0.958 -> 0.992 at d128, 0.913 -> 0.909 at d256).
 struct PrefillShape {
   int block_m, block_n, stages;  // stages == 1: one K and one V buffer, refilled in turn
   bool q_in_regs;
+  int warps = 4;
+  bool pairs = false;  // warp pairs split the keys of S and the columns of O (prefill_kernel.cuh)
+  bool lazy_rescale = true;
 };
-constexpr PrefillShape prefill_shape(int dqk, int dv, bool trivial_mod) {
+constexpr PrefillShape prefill_shape(int dqk, int dv, bool trivial_mod, bool masked) {
+  if (dqk == 64 && trivial_mod && !masked) return {128, 128, 2, false};
   if (dqk == 64) return {trivial_mod ? 128 : 64, 64, 3, true};
-  if (dqk == 128 && trivial_mod) return {128, 64, 1, false};
+  if (dqk == 128 && trivial_mod) return {128, 64, 2, false};
   if (dqk <= 128) return {64, 64, 2, true};  // 96, and 128 with softcap / ALiBi
   if (dv <= 128) return {64, 64, 2, false};  // 192/128
-  if (dqk == 256) return {64, 64, 1, false};
+  if (dqk == 256) return {64, 64, 1, false, 4, true};
   return {64, 32, 2, false};  // 192/192
 }
-template <int kDqk, int kDv, bool kTrivialMod>
+template <int kDqk, int kDv, class S>
+using TileOf = PrefillTile<kDqk, kDv, S::kS.block_m, S::kS.block_n, S::kS.stages,
+                           S::kS.q_in_regs, S::kS.warps, S::kS.pairs, S::kS.lazy_rescale>;
+template <int kDqk, int kDv, bool kTrivialMod, bool kMasked>
 struct PrefillTileSel {
-  static constexpr PrefillShape kS = prefill_shape(kDqk, kDv, kTrivialMod);
-  using type = PrefillTile<kDqk, kDv, kS.block_m, kS.block_n, kS.stages, kS.q_in_regs>;
+  static constexpr PrefillShape kS = prefill_shape(kDqk, kDv, kTrivialMod, kMasked);
+  using type = TileOf<kDqk, kDv, PrefillTileSel>;
 };
 
-template <int kDqk, int kDv, class Mod>
-using TileFor = typename PrefillTileSel<kDqk, kDv, std::is_same_v<Mod, NoScoreMod>>::type;
+template <int kDqk, int kDv, class Mask, class Mod>
+using TileFor = typename PrefillTileSel<kDqk, kDv, std::is_same_v<Mod, NoScoreMod>,
+                                        !std::is_same_v<Mask, NoMask>>::type;
 
 // The planner's view of the tiles (host code cannot name them); each instantiation checks that
 // they agree.
-constexpr int block_m_for(int dqk, int dv, bool trivial_mod) {
-  return prefill_shape(dqk, dv, trivial_mod).block_m;
+constexpr int block_m_for(int dqk, int dv, bool trivial_mod, bool masked) {
+  return prefill_shape(dqk, dv, trivial_mod, masked).block_m;
 }
-constexpr int block_n_for(int dqk, int dv, bool trivial_mod) {
-  return prefill_shape(dqk, dv, trivial_mod).block_n;
+constexpr int block_n_for(int dqk, int dv, bool trivial_mod, bool masked) {
+  return prefill_shape(dqk, dv, trivial_mod, masked).block_n;
 }
 
 // Grid limits of y/z (65535) bound batch and kv_heads * num_splits; the planner keeps within them.
@@ -85,13 +99,14 @@ Status launch_portable_fwd(const FwdParams& p, void* stream) {
 #define ATTNKIT_PORTABLE_CTYPE_fp16 __half
 #define ATTNKIT_DEFINE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD, TILE)                                \
   namespace attnkit::gpu {                                                                        \
-  using Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE =                                             \
-      TileFor<DQK, DV, MOD>;                                                                      \
+  using Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE = TileFor<DQK, DV, MASK, MOD>;                \
   static_assert(Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE::kBlockM ==                           \
-                    block_m_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>),                        \
+                    block_m_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>,                         \
+                                !std::is_same_v<MASK, NoMask>),                                   \
                 "block_m_for disagrees with the tile");                                           \
   static_assert(Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE::kBlockN ==                           \
-                    block_n_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>),                        \
+                    block_n_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>,                         \
+                                !std::is_same_v<MASK, NoMask>),                                   \
                 "block_n_for disagrees with the tile");                                           \
   Status ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)(const FwdParams& p, void* stream) { \
     return launch_portable_fwd<Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE,                       \

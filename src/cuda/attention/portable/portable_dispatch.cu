@@ -198,8 +198,9 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   in.group = prob.hq / prob.hkv;
   in.max_seqlen_q = prob.max_seqlen_q;
   in.max_seqlen_k = prob.max_seqlen_k;
-  in.block_m = gpu::block_m_for(prob.dqk, prob.dv, !generic(v->policy));
-  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, !generic(v->policy));
+  const bool masked = v->policy != Policy::kPlain;
+  in.block_m = gpu::block_m_for(prob.dqk, prob.dv, !generic(v->policy), masked);
+  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, !generic(v->policy), masked);
   in.sm_count = dev.sm_count;
   in.requested_splits = args.num_splits;
   int splits = 0;

@@ -3,7 +3,8 @@
 // One CTA = kWarps warps = one tile of kBlockM query rows for one KV head of one sequence (and one
 // split of its key range). Rows are (query token, query head of the GQA group) pairs, row = token *
 // group + head_in_group, so each K/V tile is loaded once for the whole group. Each warp owns kMT
-// consecutive 16-row MMA tiles. K/V tiles of kBlockN keys go global -> shared through cp.async (a
+// consecutive 16-row MMA tiles (in warp pairs, both warps own the same rows and split the keys of
+// S and the columns of O between them). K/V tiles of kBlockN keys go global -> shared through cp.async (a
 // ring of kStages K/V buffers, or one K and one V buffer refilled in turn); S = Q K^T and O += P V
 // run on m16n8k16 MMAs with fp32 accumulators; P goes from the S accumulators to the A operand in
 // registers; the softmax is online in log2 units.
@@ -14,6 +15,9 @@
 //   - a plain scaled dot product (NoScoreMod, positive scale: the dispatcher sends others to the
 //     generic variant) takes the row max on the raw scores and folds the scale into the exp2
 //     argument, one FFMA per score;
+//   - O and l are rescaled only when some row's running max moved, and (lazy rescale) the max
+//     moves only when it grew by more than 2^8: P values stay <= 2^8, exact enough in bf16/fp16
+//     and fp32 sums, and the rescale (one FMUL per O element) drops out of almost every tile;
 //   - key tiles that every row sees entirely skip the mask; a warp skips the key tiles past the
 //     last one its rows see (causal diagonal tiles);
 //   - O is staged through shared memory (the warp's own Q rows, dead by then) and written with
@@ -40,7 +44,7 @@
 namespace attnkit::gpu {
 
 template <int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kStages_, bool kQInRegs_,
-          int kWarps_ = 4>
+          int kWarps_ = 4, bool kPairs_ = false, bool kLazyRescale_ = true>
 struct PrefillTile {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kBlockM = kBlockM_, kBlockN = kBlockN_;
   // kStages >= 2: K/V tiles in a ring of kStages buffers, tile t + kStages - 1 loading while tile
@@ -49,21 +53,39 @@ struct PrefillTile {
   // 64-key tiles at head dim 256.
   static constexpr int kStages = kStages_;
   static constexpr int kWarps = kWarps_, kThreads = kWarps * 32;
-  static constexpr int kWarpRows = kBlockM / kWarps;
+  // Warp pairs (kPairs): the two warps of a pair own the same rows; warp h of the pair computes
+  // the scores of key half h and the O columns of Dv half h. Each warp then holds twice the rows
+  // for the same registers, which halves the K and V shared-memory reads per MMA (at head dim
+  // 256, where a warp otherwise holds 16 rows, those reads outweigh the tensor time). The pair
+  // swaps its row maxima and its P halves through shared memory.
+  static constexpr bool kPairs = kPairs_;
+  static constexpr int kPairSize = kPairs ? 2 : 1;
+  static constexpr int kRowGroups = kWarps / kPairSize;  // warps (or pairs) with distinct rows
+  static constexpr int kWarpRows = kBlockM / kRowGroups;
   static constexpr int kMT = kWarpRows / 16;  // 16-row MMA tiles per warp
+  static constexpr int kWarpKeys = kBlockN / kPairSize;  // score columns a warp computes
+  static constexpr int kWarpDv = kDv / kPairSize;        // O columns a warp accumulates
+  // O's rescale is skipped while no row's running max grew by more than 2^8 (P values up to 2^8
+  // are exact enough in bf16/fp16 and fp32 sums); the max kept is the one the sums use.
+  static constexpr bool kLazyRescale = kLazyRescale_;
   // Q fragments held in registers for the whole key loop, where they fit beside S and O.
   static constexpr bool kQInRegs = kQInRegs_;
   // Rows padded by 16 bytes: the 8 rows an ldmatrix reads then fall in distinct banks.
   static constexpr int kQStride = kDqk + 8, kKStride = kDqk + 8, kVStride = kDv + 8;
   static constexpr int kOStride = kDv + 8;  // O staging, in the Q rows
-  // Q, the K/V stages, then each row's visible-key bounds [lo, hi] (int32).
-  static constexpr int kBoundsOffset =
+  static constexpr int kPStride = kBlockN + 8;  // pairs: P rows swapped through shared memory
+  // Q, the K/V stages, the pairs' P rows and row maxima, then each row's visible-key bounds
+  // [lo, hi] (int32).
+  static constexpr int kPOffset =
       2 * (kBlockM * kQStride + kStages * kBlockN * (kKStride + kVStride));
+  static constexpr int kRedOffset = kPOffset + (kPairs ? 2 * kBlockM * kPStride : 0);
+  static constexpr int kBoundsOffset = kRedOffset + (kPairs ? 4 * kWarps * kWarpRows : 0);
   static constexpr int kSmemBytes = kBoundsOffset + kBlockM * 2 * 4;
-  static_assert(kWarpRows % 16 == 0 && kBlockN % 16 == 0, "tiles are made of 16x16 MMA blocks");
-  static_assert(kDqk % 16 == 0 && kDv % 16 == 0, "head dims must be multiples of 16");
+  static_assert(kWarpRows % 16 == 0 && kWarpKeys % 16 == 0, "tiles are made of 16x16 MMA blocks");
+  static_assert(kDqk % 16 == 0 && kWarpDv % 16 == 0, "head dims must be multiples of 16");
   static_assert(kDv <= kDqk, "O is staged in the Q rows");
   static_assert(kStages >= 1, "at least one K and one V buffer");
+  static_assert(!kPairs || (kWarps % 2 == 0 && kRowGroups <= 15), "pairs: named barriers 1..15");
 };
 
 // Copies a [kRows x kCols] tile of 16-bit elements global -> shared (row stride kStride elements)
@@ -126,7 +148,9 @@ __global__ void __launch_bounds__(Tile::kThreads)
   constexpr int kBlockM = Tile::kBlockM, kBlockN = Tile::kBlockN, kStages = Tile::kStages;
   constexpr int kThreads = Tile::kThreads, kMT = Tile::kMT, kR = 2 * kMT;  // kR rows per thread
   constexpr int kQS = Tile::kQStride, kKS = Tile::kKStride, kVS = Tile::kVStride;
-  constexpr int kOS = Tile::kOStride;
+  constexpr int kOS = Tile::kOStride, kPS = Tile::kPStride;
+  constexpr int kWarpKeys = Tile::kWarpKeys, kWarpDv = Tile::kWarpDv;
+  constexpr bool kPairs = Tile::kPairs;
   // A plain scaled dot product: the scale is folded into the exp2 argument.
   constexpr bool kLinear = std::is_same_v<Mod, NoScoreMod>;
 
@@ -134,10 +158,14 @@ __global__ void __launch_bounds__(Tile::kThreads)
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = sQ + kBlockM * kQS;
   T* sV = sK + kStages * kBlockN * kKS;
+  T* sP = reinterpret_cast<T*>(smem_raw + Tile::kPOffset);          // pairs only
+  float* s_red = reinterpret_cast<float*>(smem_raw + Tile::kRedOffset);  // pairs only
   int2* s_bounds = reinterpret_cast<int2*>(smem_raw + Tile::kBoundsOffset);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int warp_row0 = warp * Tile::kWarpRows;
+  const int group = warp / Tile::kPairSize;      // the warp (or pair) whose rows these are
+  const int half = kPairs ? warp % 2 : 0;        // pairs: this warp's key and Dv half
+  const int warp_row0 = group * Tile::kWarpRows;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest (causal) tiles first
   // grid: x = row tiles, y = (split, kv head), z = sequence
   const int hk = blockIdx.y % p.hkv, split = blockIdx.y / p.hkv;
@@ -275,12 +303,12 @@ __global__ void __launch_bounds__(Tile::kThreads)
     }
   }
 
-  float acc[kMT][kDv / 8][4];
+  float acc[kMT][kWarpDv / 8][4];
   float m_run[kR], l_run[kR];  // m in log2 units (scale applied); l: this thread's partial sum
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int n = 0; n < kDv / 8; ++n)
+    for (int n = 0; n < kWarpDv / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][n][e] = 0.f;
 #pragma unroll
@@ -294,9 +322,19 @@ __global__ void __launch_bounds__(Tile::kThreads)
   // A operand (16 x 16 at rows r0, cols c0): matrices (r0, c0) (r0+8, c0) (r0, c0+8) (r0+8, c0+8).
   const uint32_t q_lane = smem_addr(sQ + (warp_row0 + (mi & 1) * 8 + mr) * kQS + (mi >> 1) * 8);
   // K as B (n x k stored row-major): matrices (n0, k0) (n0, k0+8) (n0+8, k0) (n0+8, k0+8).
-  const uint32_t k_lane = smem_addr(sK + ((mi >> 1) * 8 + mr) * kKS + (mi & 1) * 8);
+  const uint32_t k_lane =
+      smem_addr(sK + (half * kWarpKeys + (mi >> 1) * 8 + mr) * kKS + (mi & 1) * 8);
   // V as B via .trans (k x n stored row-major): (k0, n0) (k0+8, n0) (k0, n0+8) (k0+8, n0+8).
-  const uint32_t v_lane = smem_addr(sV + ((mi & 1) * 8 + mr) * kVS + (mi >> 1) * 8);
+  const uint32_t v_lane =
+      smem_addr(sV + ((mi & 1) * 8 + mr) * kVS + half * kWarpDv + (mi >> 1) * 8);
+  // Pairs: the partner's P half as the A operand, addressed like Q.
+  const uint32_t p_lane = smem_addr(sP + (warp_row0 + (mi & 1) * 8 + mr) * kPS + (mi >> 1) * 8);
+  // A pair's named barrier (0 is __syncthreads).
+  auto pair_sync = [&] {
+    if constexpr (kPairs) asm volatile("bar.sync %0, 64;\n" ::"r"(1 + group) : "memory");
+  };
+  // This thread's row i within its warp's rows.
+  auto row_in_warp = [&](int i) { return (i / 2) * 16 + lane / 4 + (i % 2) * 8; };
 
   // Warps whose rows are all padding (the sequence's last row tile) only help load. With a mask,
   // a warp also only helps load past the last key tile its last row sees (causal, 128-row tiles:
@@ -364,11 +402,11 @@ __global__ void __launch_bounds__(Tile::kThreads)
     }
 
     // ---- S = Q K^T
-    float s[kMT][kBlockN / 8][4];
+    float s[kMT][kWarpKeys / 8][4];
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int n = 0; n < kBlockN / 8; ++n)
+      for (int n = 0; n < kWarpKeys / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
 #pragma unroll
@@ -384,7 +422,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
         }
       }
 #pragma unroll
-      for (int nn = 0; nn < kBlockN / 16; ++nn) {
+      for (int nn = 0; nn < kWarpKeys / 16; ++nn) {
         uint32_t bk[4];
         ldmatrix_x4(k_base_s + (nn * 16 * kKS + kk * 16) * 2, bk);
 #pragma unroll
@@ -398,7 +436,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
     // ---- score mod and mask (the linear mod applies its scale inside the exp2 below)
     const int j0 = (n_begin + t) * kBlockN;
     const bool full = n_begin + t >= full_begin && n_begin + t < full_end;
-    const int jl = j0 + (lane % 4) * 2;
+    const int jl = j0 + half * kWarpKeys + (lane % 4) * 2;
     if (!kLinear || !full) {
 #pragma unroll
       for (int i = 0; i < kR; ++i) {
@@ -407,7 +445,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
         const int2 bounds = s_bounds[row_of(i) - m0];  // written before the loop's first barrier
         const int lo = bounds.x, hi = bounds.y;
 #pragma unroll
-        for (int n = 0; n < kBlockN / 8; ++n)
+        for (int n = 0; n < kWarpKeys / 8; ++n)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int j = jl + n * 8 + e;
@@ -421,38 +459,95 @@ __global__ void __launch_bounds__(Tile::kThreads)
 
     next_k();
     // ---- online softmax (log2 units)
+    float mx[kR];
 #pragma unroll
     for (int i = 0; i < kR; ++i) {
       const int mt = i / 2, h = i % 2;
-      float mx = -INFINITY;
+      float m = -INFINITY;
 #pragma unroll
-      for (int n = 0; n < kBlockN / 8; ++n)
-        mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      for (int n = 0; n < kWarpKeys / 8; ++n)
+        m = fmaxf(m, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      mx[i] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    }
+    if constexpr (kPairs) {  // the row max over both key halves, the same in both warps
+      if (lane % 4 == 0)
+#pragma unroll
+        for (int i = 0; i < kR; ++i) s_red[warp * Tile::kWarpRows + row_in_warp(i)] = mx[i];
+      pair_sync();
+#pragma unroll
+      for (int i = 0; i < kR; ++i)
+        mx[i] = fmaxf(mx[i], s_red[(warp ^ 1) * Tile::kWarpRows + row_in_warp(i)]);
+    }
+    // The running max moves only when a row's max grows (by more than 2^8 with the lazy rescale);
+    // O and l are rescaled only when some row of the warp moved.
+    constexpr float kGrowth = Tile::kLazyRescale ? 8.f : 0.f;
+    float m_prev[kR];
+    bool moved = false;
+#pragma unroll
+    for (int i = 0; i < kR; ++i) {
       // c > 0, so the max of the raw scores gives the max of the scaled ones.
-      const float m_new = fmaxf(m_run[i], mx == -INFINITY ? -INFINITY : mx * c);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      const float alpha = exp2f(m_run[i] - m_use);
-      m_run[i] = m_new;
+      const float cand = mx[i] == -INFINITY ? -INFINITY : mx[i] * c;
+      m_prev[i] = m_run[i];
+      if (cand > m_run[i] + kGrowth) {
+        m_run[i] = cand;
+        moved = true;
+      }
+    }
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int i = 0; i < kR; ++i) {
+        const int mt = i / 2, h = i % 2;
+        const float alpha = exp2f(m_prev[i] - (m_run[i] == -INFINITY ? 0.f : m_run[i]));
+        l_run[i] *= alpha;
+#pragma unroll
+        for (int n = 0; n < kWarpDv / 8; ++n) {
+          acc[mt][n][2 * h] *= alpha;
+          acc[mt][n][2 * h + 1] *= alpha;
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kR; ++i) {
+      const int mt = i / 2, h = i % 2;
+      const float m_use = m_run[i] == -INFINITY ? 0.f : m_run[i];
       float sum = 0.f;
 #pragma unroll
-      for (int n = 0; n < kBlockN / 8; ++n) {
+      for (int n = 0; n < kWarpKeys / 8; ++n) {
         s[mt][n][2 * h] = exp2f(fmaf(s[mt][n][2 * h], c, -m_use));
         s[mt][n][2 * h + 1] = exp2f(fmaf(s[mt][n][2 * h + 1], c, -m_use));
         sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
       }
-      l_run[i] = l_run[i] * alpha + sum;
-#pragma unroll
-      for (int n = 0; n < kDv / 8; ++n) {
-        acc[mt][n][2 * h] *= alpha;
-        acc[mt][n][2 * h + 1] *= alpha;
-      }
+      l_run[i] += sum;
     }
 
     // ---- O += P V (P re-packed from the S accumulators as the A operand)
+    auto pv_step = [&](const uint32_t (&a)[kMT][4], int kk) {
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      for (int nn = 0; nn < kWarpDv / 16; ++nn) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(v_base_s + (kk * 16 * kVS + nn * 16) * 2, bv);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          MmaOp<T>::run(acc[mt][2 * nn], a[mt], bv[0], bv[1]);
+          MmaOp<T>::run(acc[mt][2 * nn + 1], a[mt], bv[2], bv[3]);
+        }
+      }
+    };
+    if constexpr (kPairs) {  // the partner's P half, through shared memory
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int n = 0; n < kWarpKeys / 8; ++n)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            *reinterpret_cast<uint32_t*>(
+                sP + (warp_row0 + mt * 16 + h * 8 + lane / 4) * kPS + half * kWarpKeys + n * 8 +
+                (lane % 4) * 2) = pack2<T>(s[mt][n][2 * h], s[mt][n][2 * h + 1]);
+      pair_sync();
+    }
+#pragma unroll
+    for (int kk = 0; kk < kWarpKeys / 16; ++kk) {  // this warp's own P
       uint32_t a[kMT][4];
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
@@ -461,15 +556,17 @@ __global__ void __launch_bounds__(Tile::kThreads)
         a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
         a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
       }
+      pv_step(a, half * (kWarpKeys / 16) + kk);
+    }
+    if constexpr (kPairs) {
+      const int other = (1 - half) * kWarpKeys;
 #pragma unroll
-      for (int nn = 0; nn < kDv / 16; ++nn) {
-        uint32_t bv[4];
-        ldmatrix_x4_trans(v_base_s + (kk * 16 * kVS + nn * 16) * 2, bv);
+      for (int kk = 0; kk < kWarpKeys / 16; ++kk) {
+        uint32_t a[kMT][4];
 #pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          MmaOp<T>::run(acc[mt][2 * nn], a[mt], bv[0], bv[1]);
-          MmaOp<T>::run(acc[mt][2 * nn + 1], a[mt], bv[2], bv[3]);
-        }
+        for (int mt = 0; mt < kMT; ++mt)
+          ldmatrix_x4(p_lane + (mt * 16 * kPS + other + kk * 16) * 2, a[mt]);
+        pv_step(a, other / 16 + kk);
       }
     }
   }
@@ -480,17 +577,30 @@ __global__ void __launch_bounds__(Tile::kThreads)
 
   // ---- epilogue: per row, the normaliser (sinks folded in) and the LSE
   const bool partial = p.num_splits > 1;
+  float l_row[kR];
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    float l = l_run[i];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l_row[i] = l + __shfl_xor_sync(0xffffffffu, l, 2);
+  }
+  if constexpr (kPairs) {  // each warp summed its own key half (the barrier above freed s_red)
+    if (lane % 4 == 0)
+#pragma unroll
+      for (int i = 0; i < kR; ++i) s_red[warp * Tile::kWarpRows + row_in_warp(i)] = l_row[i];
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kR; ++i) l_row[i] += s_red[(warp ^ 1) * Tile::kWarpRows + row_in_warp(i)];
+  }
   float o_scale[kR];
 #pragma unroll
   for (int i = 0; i < kR; ++i) {
-    const int r = m0 + warp_row0 + (i / 2) * 16 + lane / 4 + (i % 2) * 8;
+    const int r = m0 + warp_row0 + row_in_warp(i);
     int tok, hg;
     p.group.divmod(r, tok, hg);
     const int head = hk * G + hg;
     const bool valid = r < rows_total;
-    float l = l_run[i];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    float l = l_row[i];
     const float m = m_run[i];
     float lse;
     if (l == 0.f) {  // no visible key (a sink alone does not count): O = 0, LSE = -inf
@@ -506,7 +616,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
       o_scale[i] = 1.f / l;
       lse = (m + log2f(l)) * kLn2;
     }
-    if (!valid || lane % 4 != 0) continue;
+    if (!valid || lane % 4 != 0 || half != 0) continue;  // a pair's rows: written once
     if (partial) {
       const int64_t flat =
           p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok : int64_t{b} * p.q_rows + tok;
@@ -528,35 +638,35 @@ __global__ void __launch_bounds__(Tile::kThreads)
       const int64_t flat =
           p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok : int64_t{b} * p.q_rows + tok;
       const int64_t idx = (int64_t{split} * p.part_rows + flat) * p.hq + hk * G + hg;
-      float* dst = p.part_o + idx * kDv + (lane % 4) * 2;
+      float* dst = p.part_o + idx * kDv + half * kWarpDv + (lane % 4) * 2;
 #pragma unroll
-      for (int n = 0; n < kDv / 8; ++n)
+      for (int n = 0; n < kWarpDv / 8; ++n)
         *reinterpret_cast<float2*>(dst + n * 8) =
             make_float2(acc[mt][n][2 * h] * o_scale[i], acc[mt][n][2 * h + 1] * o_scale[i]);
     }
     return;
   }
 
-  // O through shared memory: Q is dead (the barrier above), each warp stages its own rows in a
-  // slice of it and writes whole 16-byte pieces of each row (O is 16-byte aligned with 16-byte
-  // strides: the API validates that for the GPU kernels).
-  T* sO = sQ + warp_row0 * kOS;
+  // O through shared memory: Q is dead (the barrier above), each warp stages its own rows (its
+  // Dv half of them, with pairs) in a slice of it and writes whole 16-byte pieces of each row (O
+  // is 16-byte aligned with 16-byte strides: the API validates that for the GPU kernels).
+  T* sO = sQ + warp_row0 * kOS + half * kWarpDv;
 #pragma unroll
   for (int i = 0; i < kR; ++i) {
     const int mt = i / 2, h = i % 2;
     T* row = sO + (mt * 16 + h * 8 + lane / 4) * kOS + (lane % 4) * 2;
 #pragma unroll
-    for (int n = 0; n < kDv / 8; ++n)
+    for (int n = 0; n < kWarpDv / 8; ++n)
       *reinterpret_cast<uint32_t*>(row + n * 8) =
           pack2<T>(acc[mt][n][2 * h] * o_scale[i], acc[mt][n][2 * h + 1] * o_scale[i]);
   }
   __syncwarp();
-  constexpr int kPieces = kDv / 8;  // 16-byte pieces per row
+  constexpr int kPieces = kWarpDv / 8;  // 16-byte pieces per row (of this warp's columns)
   static_assert((Tile::kWarpRows * kPieces) % 32 == 0, "whole warp passes over the staged rows");
   // One query head per KV head: the warp's rows are consecutive tokens, at a fixed stride.
   T* const o_warp = static_cast<T*>(p.o) + b * p.o_batch_stride +
                     int64_t{q_start + m0 + warp_row0} * p.o_row_stride +
-                    int64_t{hk} * p.o_head_stride;
+                    int64_t{hk} * p.o_head_stride + half * kWarpDv;
 #pragma unroll
   for (int k = 0; k < Tile::kWarpRows * kPieces / 32; ++k) {
     const int c_idx = lane + k * 32;
@@ -570,7 +680,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
       int tok, hg;
       p.group.divmod(r, tok, hg);
       dst = static_cast<T*>(p.o) + b * p.o_batch_stride + int64_t{q_start + tok} * p.o_row_stride +
-            int64_t{hk * G + hg} * p.o_head_stride + col;
+            int64_t{hk * G + hg} * p.o_head_stride + half * kWarpDv + col;
     }
     *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(sO + rl * kOS + col);
   }
