@@ -1,7 +1,12 @@
 // Stages 4 and 5 fused on Hopper (sm_90a): the sequential state pass with the chunk output, on
-// WGMMA with TMA loads (kernel and launcher; state_output_sm90.cu dispatches). Same math and
-// precision as gdn_state_output.cuh (the mma.sync version, which other GPUs run), except that the
-// output uses S to ~16 bits (hi + lo) instead of S rounded to 16 bits.
+// WGMMA with TMA loads (kernel and launcher; state_output_sm90.cu dispatches). Same math as
+// gdn_state_output.cuh (the mma.sync version, which other GPUs run); precision differs in two
+// places: the output uses S to ~16 bits (hi + lo) instead of S rounded to 16 bits, and W S uses S
+// rounded to 16 bits (S_hi) instead of hi + lo. The second halves the chain's first product, which
+// sits on the sequential critical path: bench/gdn_chain_probe measured a transposed version of the
+// chain at 1.35 us per chunk step with hi + lo there and 0.91 us with S_hi alone, for a relative
+// error of the state after 1024 steps of 1.9e-4 instead of 2.6e-6 (H100); the update's ṽ keeps its
+// lo halves (without them: 1.7e-3).
 //
 // One CTA per (sequence, value head, 32-column slice of V), three warpgroups; the CTAs of a
 // (sequence, value head) may form a cluster that shares the q/k-head tiles through TMA multicast.
@@ -13,15 +18,15 @@
 //   S = Sa + Sb (columns 0-31 and 32-63 of a 128 x 64 accumulator): Sa accumulates the products
 //   with the hi halves of ṽ, Sb those with the lo halves, so one m64n64 WGMMA chain does both.
 //   Per chunk:
-//     VN = W [S_hi | S_lo] (64 x 64: 8 WGMMAs over the keys; S = S_hi + S_lo to ~16 bits, as this
-//       warpgroup published it in shared memory), v_new = U - (VN_hi + VN_lo);
+//     VN = W S_hi (64 x 32: 8 WGMMAs over the keys; S_hi as this warpgroup published it in shared
+//       memory), v_new = U - VN;
 //     ṽ = diag(exp(g_last - g)) v_new, stored as [ṽ_hi | ṽ_lo] (v_new itself in 16 bits, for WG1);
 //     S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo] (M = 128 keys: 2 x 4 WGMMAs, A = Kᵀ MN-major);
-//     S_hi | S_lo of the new state published for the next chunk.
+//     S_hi and S_lo of the new state published for the next chunk.
 //   No cross-warp reduction: each WGMMA spans the warpgroup. The epilogues are on the critical
 //   path, so they use shared-window offsets computed once and 16-bit pairs.
-// - WG1, output: O = scale (diag(exp(g)) Q (S_hi + S_lo) + P v_new), the first product while WG0
-//   computes VN, the second while WG0 updates S; rows < len are stored from registers.
+// - WG1, output: O = scale (diag(exp(g)) (Q S_hi + Q S_lo) + P v_new), the first products while
+//   WG0 computes VN, the last while WG0 updates S; rows < len are stored from registers.
 // Hand-offs: named barrier kBarS (S of chunk c published; WG1 done with chunk c - 1) and kBarV
 // (ṽ and v_new written; WG1 done with Q S of chunk c), both warpgroups syncing once per chunk,
 // so S, ṽ and v_new need one buffer each.
@@ -79,15 +84,15 @@ struct SoCfg {
   using LayU = decltype(tile_to_shape(GMMA::Layout_K_SW64_Atom<E>{}, Shape<_64, _32>{}));
   // Gates of 4 heads (the 16-byte aligned group holding this one) x 64 rows.
   using LayG = Layout<Shape<_4, _64>>;
-  // [S_hi | S_lo] as (value', key), values contiguous: MN-major B of W S and Q S.
-  using LayS = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_64, _128>{}));
+  // S_hi and S_lo, each as (value, key), values contiguous: MN-major B of W S_hi and Q S.
+  using LayS = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _128>{}));
   // [ṽ_hi | ṽ_lo] as (value', row): MN-major B of Kᵀ ṽ.
   using LayVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_64, _64>{}));
   // v_new as (value, row): MN-major B of P v_new.
   using LayVn = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _64>{}));
 
-  using MmaRows64 = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<E, E, float, Shape<_64, _64, _128>, GMMA::Major::K, GMMA::Major::MN>()));
+  using MmaRowsS = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _128>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaRows32 = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _64>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaKeys = decltype(make_tiled_mma(
@@ -127,7 +132,8 @@ struct SoSmem {
   cute::array_aligned<E, 64 * 128, 1024> kt[S];
   cute::array_aligned<E, 64 * 128, 1024> q[S];
   cute::array_aligned<E, 64 * 64, 1024> p[S];
-  cute::array_aligned<E, 64 * 128, 1024> s;   // [S_hi | S_lo]
+  cute::array_aligned<E, 32 * 128, 1024> s_hi;  // S as 16-bit hi halves ...
+  cute::array_aligned<E, 32 * 128, 1024> s_lo;  // ... and the lo halves (S = hi + lo to ~16 bits)
   cute::array_aligned<E, 64 * 64, 1024> vt;   // [ṽ_hi | ṽ_lo]
   cute::array_aligned<E, 32 * 64, 1024> u[S];
   cute::array_aligned<E, 32 * 64, 1024> vn;
@@ -326,26 +332,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     __syncwarp();
   } else {
-    Tensor sS = make_tensor(make_smem_ptr(ss.s.data()), typename Cfg::LayS{});
+    Tensor sShi = make_tensor(make_smem_ptr(ss.s_hi.data()), typename Cfg::LayS{});
+    Tensor sSlo = make_tensor(make_smem_ptr(ss.s_lo.data()), typename Cfg::LayS{});
     Tensor sVt = make_tensor(make_smem_ptr(ss.vt.data()), typename Cfg::LayVt{});
     Tensor sVn = make_tensor(make_smem_ptr(ss.vn.data()), typename Cfg::LayVn{});
 
     if (wg == 0) {
       // ---------------- state
       cutlass::arch::warpgroup_reg_alloc<Cfg::kStateRegs>();
-      typename Cfg::MmaRows64 mma_vn;
+      typename Cfg::MmaRowsS mma_vn;
       typename Cfg::MmaKeys mma_up;
       auto thr_vn = mma_vn.get_thread_slice(tidx);
       auto thr_up = mma_up.get_thread_slice(tidx);
-      Tensor tVNrB = thr_vn.partition_fragment_B(sS);   // (MMA, 1, 8)
+      Tensor tVNrB = thr_vn.partition_fragment_B(sShi);  // (MMA, 1, 8)
       Tensor tUPrB = thr_up.partition_fragment_B(sVt);  // (MMA, 1, 4)
-      Tensor accVN = partition_fragment_C(mma_vn, Shape<_64, _64>{});
+      Tensor accVN = partition_fragment_C(mma_vn, Shape<_64, _32>{});
       Tensor accS = partition_fragment_C(mma_up, Shape<_128, _64>{});
-      Tensor cVN = thr_vn.partition_C(make_identity_tensor(Shape<_64, _64>{}));
+      Tensor cVN = thr_vn.partition_C(make_identity_tensor(Shape<_64, _32>{}));
       Tensor cS = thr_up.partition_C(make_identity_tensor(Shape<_128, _64>{}));
       check_acc_layout(accVN);
       check_acc_layout(accS);
-      static_assert(decltype(size(accVN))::value == 32 && decltype(size(accS))::value == 64);
+      static_assert(decltype(size(accVN))::value == 16 && decltype(size(accS))::value == 64);
       static_assert(decltype(stride<1>(accS.layout()))::value == 32);
 
       // S = Sa + Sb: Sa (columns < 32) starts as the initial state, Sb at zero.
@@ -359,17 +366,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // Column pairs: pair q of a 64-wide accumulator is elements (2q, 2q + 1) of row block q / 8
       // (columns c, c + 1 < 32); elements + 16 hold columns + 32 (the lo part).
       auto pair_elem = [](int q) { return 2 * (q & 7) + 32 * (q >> 3); };
-      // Shared-window addresses, once: S_hi pair (c, key) for the 16 state pairs, and for the 8 VN
-      // pairs ṽ_hi (c, row), v_new (c, row), U (row, c). The lo halves sit 32 values on, which in
-      // these 128-byte swizzled MN-major tiles is byte offset ^ 64.
-      const uint32_t s_base = cute::cast_smem_ptr_to_uint(ss.s.data());
+      // Shared-window addresses, once: the S pair (c, key) for the 16 state pairs (the same offset
+      // in the hi and the lo tile), and for the 8 VN pairs ṽ_hi (c, row), v_new (c, row), U (row,
+      // c). ṽ's lo halves sit 32 values on, which in its 128-byte swizzled MN-major tile is byte
+      // offset ^ 64.
+      const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
+      const uint32_t s_lo_base = cute::cast_smem_ptr_to_uint(ss.s_lo.data());
       const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vt.data());
       const uint32_t vn_base = cute::cast_smem_ptr_to_uint(ss.vn.data());
       uint32_t s_off[16], vt_off[8], vn_off[8], u_off[8];
       CUTE_UNROLL
       for (int q = 0; q < 16; ++q) {
         const int i = pair_elem(q);
-        s_off[q] = s_base + smem_off(&sS(get<1>(cS(i)), get<0>(cS(i))), ss.s.data());
+        s_off[q] = smem_off(&sShi(get<1>(cS(i)), get<0>(cS(i))), ss.s_hi.data());
       }
       {
         Tensor sU0 = make_tensor(make_smem_ptr(ss.u[0].data()), typename Cfg::LayU{});
@@ -390,8 +399,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const int i = pair_elem(q);
           uint32_t hi, lo;
           split_pair<E>(accS(i) + accS(i + 16), accS(i + 1) + accS(i + 17), &hi, &lo);
-          sts32(s_off[q], hi);
-          sts32(s_off[q] ^ 64u, lo);
+          sts32(s_hi_base + s_off[q], hi);
+          sts32(s_lo_base + s_off[q], lo);
         }
         cutlass::arch::fence_view_async_shared();
       };
@@ -403,7 +412,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         bar_sync(kBarS, kConsumerThreads);
         FullBar::wait(&ss.full[s], (ci / kStages) & 1);
 
-        // VN = W [S_hi | S_lo] over the 128 keys.
+        // VN = W S_hi over the 128 keys.
         Tensor tA = thr_vn.partition_fragment_A(make_tensor(make_smem_ptr(ss.w[s].data()), typename Cfg::LayRowsD{}));
         warpgroup_fence_operand(accVN);
         warpgroup_arrive();
@@ -424,15 +433,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         warpgroup_wait<0>();
         warpgroup_fence_operand(accVN);
 
-        // v_new = U - W S (0 past len), ṽ = diag(exp(g_last - g)) v_new as hi + lo halves.
+        // v_new = U - W S_hi (0 past len), ṽ = diag(exp(g_last - g)) v_new as hi + lo halves.
         CUTE_UNROLL
         for (int q = 0; q < 8; ++q) {
           const bool ok = (q & 1) ? ok_b : ok_a;
           const float ex = (q & 1) ? ex_b : ex_a;
           const float2 u = unpack2f<E>(lds32(u_base + u_off[q]));
           const int i = 2 * q;
-          const float vn0 = ok ? u.x - (accVN(i) + accVN(i + 16)) : 0.f;
-          const float vn1 = ok ? u.y - (accVN(i + 1) + accVN(i + 17)) : 0.f;
+          const float vn0 = ok ? u.x - accVN(i) : 0.f;
+          const float vn1 = ok ? u.y - accVN(i + 1) : 0.f;
           uint32_t hi, lo;
           split_pair<E>(vn0 * ex, vn1 * ex, &hi, &lo);
           sts32(vt_off[q], hi);
@@ -476,19 +485,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     } else {
       // ---------------- output
       cutlass::arch::warpgroup_reg_alloc<Cfg::kOutputRegs>();
-      typename Cfg::MmaRows64 mma_o;
+      typename Cfg::MmaRowsS mma_o;
       typename Cfg::MmaRows32 mma_pv;
       auto thr_o = mma_o.get_thread_slice(tidx);
       auto thr_pv = mma_pv.get_thread_slice(tidx);
-      Tensor tOrB = thr_o.partition_fragment_B(sS);     // (MMA, 1, 8)
+      Tensor tOrBhi = thr_o.partition_fragment_B(sShi);  // (MMA, 1, 8)
+      Tensor tOrBlo = thr_o.partition_fragment_B(sSlo);
       Tensor tPVrB = thr_pv.partition_fragment_B(sVn);  // (MMA, 1, 4)
-      Tensor accO = partition_fragment_C(mma_o, Shape<_64, _64>{});
+      Tensor accO = partition_fragment_C(mma_o, Shape<_64, _32>{});
       Tensor accPV = partition_fragment_C(mma_pv, Shape<_64, _32>{});
-      Tensor cO = thr_o.partition_C(make_identity_tensor(Shape<_64, _64>{}));
+      Tensor cO = thr_o.partition_C(make_identity_tensor(Shape<_64, _32>{}));
       Tensor cPV = thr_pv.partition_C(make_identity_tensor(Shape<_64, _32>{}));
       check_acc_layout(accO);
       check_acc_layout(accPV);
-      static_assert(decltype(size(accO))::value == 32 && decltype(size(accPV))::value == 16);
+      static_assert(decltype(size(accO))::value == 16 && decltype(size(accPV))::value == 16);
       E* obase = p.o + int64_t{batch} * p.o_sb + int64_t{hv} * p.o_sh + v0;
       // The thread's two rows and four column pairs of the 64 x 32 output (as in accPV).
       const int row_a = get<0>(cPV(0)), row_b = get<0>(cPV(2));
@@ -508,9 +518,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         mma_o.accumulate_ = GMMA::ScaleOut::Zero;
         CUTE_UNROLL
         for (int kb = 0; kb < size<2>(tA); ++kb) {
-          gemm(mma_o, tA(_, _, kb), tOrB(_, _, kb), accO);
+          gemm(mma_o, tA(_, _, kb), tOrBhi(_, _, kb), accO);
           mma_o.accumulate_ = GMMA::ScaleOut::One;
         }
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tA); ++kb) gemm(mma_o, tA(_, _, kb), tOrBlo(_, _, kb), accO);
         warpgroup_commit_batch();
         warpgroup_wait<0>();
         warpgroup_fence_operand(accO);
@@ -529,8 +541,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         warpgroup_wait<0>();
         warpgroup_fence_operand(accPV);
 
-        // O(row, c) = scale (exp(g) (Q S_hi + Q S_lo) + P v_new); element i of accPV and of the
-        // first half of accO hold the same (row, column).
+        // O(row, c) = scale (exp(g) (Q S_hi + Q S_lo) + P v_new); element i of accPV and of accO
+        // hold the same (row, column).
         const float* gs = ss.g[s].data();
         const float ex_a = p.scale * __expf(gs[4 * row_a + g_col]);
         const float ex_b = p.scale * __expf(gs[4 * row_b + g_col]);
@@ -539,8 +551,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         for (int q = 0; q < 8; ++q) {
           const float ex = (q & 1) ? ex_b : ex_a;
           const int i = 2 * q;
-          packed[q] = pack2f<E>(ex * (accO(i) + accO(i + 16)) + p.scale * accPV(i),
-                                ex * (accO(i + 1) + accO(i + 17)) + p.scale * accPV(i + 1));
+          packed[q] = pack2f<E>(ex * accO(i) + p.scale * accPV(i), ex * accO(i + 1) + p.scale * accPV(i + 1));
         }
         release(s);
         const int64_t row0 = s0 + int64_t{ci} * kChunk;
