@@ -1,16 +1,12 @@
 // Hopper (sm_90a) prefill kernels against the CPU reference, forced with Backend::kCudaSm90: head
 // dims x dtypes x {no mask, causal}, GQA, batches, several work tiles per CTA of the persistent
 // grid, lengths that are not tile multiples, Sq != Sk with causal (rows with no visible key),
-// strided views, large logits, bit-identical reruns, the two-CTA cluster variants (K/V shared by
-// TMA multicast), and requests the kernels must refuse. The features (varlen, masks, softcap,
-// sinks) are in sm90_features_test.cpp.
+// strided views, large logits, bit-identical reruns, and requests the kernels must refuse. The
+// features (varlen, masks, softcap, sinks) are in sm90_features_test.cpp.
 // Skipped (visibly) on GPUs that are not Hopper.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
-
-#include <string>
-#include <tuple>
 
 #include "sm90_test_util.h"
 
@@ -131,51 +127,6 @@ TEST(Sm90Prefill, WideKvTilesForLongKeysAtD256) {
     AttentionPlan plan;
     ASSERT_TRUE(plan_attention(d.args(), sm90_opts(), &plan).ok());
     EXPECT_EQ(plan.kernel, causal ? "sm90_fwd_d256_bf16_causal" : "sm90_fwd_d256_bf16_none");
-  }
-}
-
-TEST(Sm90Prefill, ClusterPairsShareKvTiles) {
-  SKIP_UNLESS_HOPPER();
-  // d128 / d256 with no mask, batched, unsplit, with an even number of query tiles, run on
-  // clusters of two CTAs (adjacent query tiles of one head) whose producers each load half of
-  // every K/V tile and multicast it to both (none_c2; none_n80_c2 from 8192 keys at d256).
-  // 3 x 12 heads x 4 query tiles are more work tiles than an H100 has SMs, so clusters walk
-  // several tile pairs through the shared pipelines; 333 and 8250 keys end in a tile that
-  // overlaps the one before it.
-  uint64_t seed = 3800;
-  for (int d : {128, 256})
-    for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
-      AttnCase c = sm90_base(3, 512, 333, ++seed);
-      c.hq = 12;
-      c.hkv = 4;
-      c.dtype = dt;
-      c.dqk = c.dv = d;
-      SCOPED_TRACE(c.str());
-      GpuRun r = run_on_gpu(c, sm90_opts());
-      EXPECT_EQ(r.plan.kernel, "sm90_fwd_d" + std::to_string(d) + "_" +
-                                   (dt == DType::kBFloat16 ? "bf16" : "fp16") + "_none_c2");
-      expect_gpu_matches(r);
-      if (dt == DType::kBFloat16) expect_rerun_bit_identical(r, sm90_opts());
-    }
-  {
-    AttnCase c = sm90_base(1, 256, 8250, ++seed);
-    c.hq = 8;
-    c.hkv = 2;
-    c.dqk = c.dv = 256;
-    SCOPED_TRACE(c.str());
-    GpuRun r = run_on_gpu(c, sm90_opts());
-    EXPECT_EQ(r.plan.kernel, "sm90_fwd_d256_bf16_none_n80_c2");
-    expect_gpu_matches(r);
-  }
-  // An odd number of query tiles, or split-KV: the one-CTA variants.
-  for (auto [sq, splits, kernel] : {std::tuple{300, 1, "sm90_fwd_d128_bf16_none"},
-                                    {256, 2, "sm90_fwd_d128_bf16_none+split_combine"}}) {
-    AttnCase c = sm90_base(1, sq, 4096, ++seed);
-    c.num_splits = splits;
-    AttnData dd = make_attn_data(c).to(cuda());
-    AttentionPlan plan;
-    ASSERT_TRUE(plan_attention(dd.args(), sm90_opts(), &plan).ok());
-    EXPECT_EQ(plan.kernel, kernel);
   }
 }
 

@@ -29,8 +29,7 @@ std::string expected_kernel(const AttnCase& c) {
   const std::string dims =
       std::to_string(c.dqk) + (c.dqk == c.dv ? "" : "_" + std::to_string(c.dv));
   return "sm90_fwd_d" + dims + "_" +
-         (c.dtype == DType::kBFloat16 ? "bf16" : "fp16") + "_" + v +
-         (expects_cluster(c, c.num_splits) ? "_c2" : "");
+         (c.dtype == DType::kBFloat16 ? "bf16" : "fp16") + "_" + v;
 }
 
 // Runs the CPU reference and the sm90 kernels on the same inputs and compares; the plan must

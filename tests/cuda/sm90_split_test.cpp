@@ -37,7 +37,7 @@ std::string expected_kernel(const AttnCase& c, int splits) {
   const std::string dims =
       std::to_string(c.dqk) + (c.dqk == c.dv ? "" : "_" + std::to_string(c.dv));
   return "sm90_fwd_d" + dims + "_" + (c.dtype == DType::kBFloat16 ? "bf16" : "fp16") + "_" + v +
-         (expects_cluster(c, splits) ? "_c2" : "") + (splits > 1 ? "+split_combine" : "");
+         (splits > 1 ? "+split_combine" : "");
 }
 
 // The automatic count (num_splits = 0) the plan must make for `c` on this GPU: the rule of

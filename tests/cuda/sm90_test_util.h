@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "cuda/attention/sm90/sm90_fwd_params.h"
 #include "gpu_attention_util.h"
 
 namespace attnkit::test {
@@ -38,16 +37,6 @@ inline AttnCase sm90_base(int batch, int sq, int sk, uint64_t seed) {
   AttnCase c = gqa_case(batch, sq, sk, seed);
   c.num_splits = 1;
   return c;
-}
-
-// Whether the plan must run `c` with `splits` splits on a two-CTA cluster variant (none_c2,
-// none_n80_c2), by sm90_dispatch.cu's rule: head dim 128 or 256, no mask, score mod or sinks,
-// batched Q and contiguous K/V, one split, an even number of query tiles.
-inline bool expects_cluster(const AttnCase& c, int splits) {
-  const int qb = gpu::sm90_q_block(c.dqk);
-  return (c.dqk == 128 || c.dqk == 256) && c.dv == c.dqk && c.mask.is_none() &&
-         !(c.softcap > 0) && !c.sinks && !c.alibi && !c.ragged_q && c.kv == KvKind::kContiguous &&
-         splits == 1 && (c.seqlens_q[0] + qb - 1) / qb % 2 == 0;
 }
 
 // Overwrites every K/V row a sequence does not use (cache slots past seqused_k, packed rows past

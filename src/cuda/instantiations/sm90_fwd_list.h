@@ -11,10 +11,6 @@
 //   local_softcap  local + softcap
 //   local_sinks    local + learned sinks
 //   none_n80       none with 80-key tiles (d256 only): the plan's pick for long keys
-//   none_c2, none_n80_c2
-//                  none / none_n80 on clusters of two CTAs that share each K/V load by TMA
-//                  multicast (d128, d256): the plan's pick for batched, unsplit requests with an
-//                  even number of query tiles
 //   paged_none, paged_causal, paged_local
 //                  none / causal / local over a paged KV cache (page table, seqused_k), whose page
 //                  size is a multiple of the KV tile (sm90_kv_block: 128 keys at D <= 128, 64 at
@@ -22,8 +18,7 @@
 // TUs in this folder: sm90_fwd_d<D>_<dtype>.cu (none, causal), sm90_fwd_d<D>_<dtype>_local.cu
 // (the three local variants) and sm90_fwd_d<D>_<dtype>_paged.cu (the three paged ones), so the
 // common masks do not wait on the others in a build; sm90_fwd_d256_<dtype>_n80.cu;
-// sm90_fwd_d192_128_<dtype>.cu and sm90_fwd_d96_<dtype>.cu (none, causal);
-// sm90_fwd_d<D>_<dtype>_c2.cu (none_c2) and sm90_fwd_d256_<dtype>_n80_c2.cu. 30 TUs, 64 variants.
+// sm90_fwd_d192_128_<dtype>.cu and sm90_fwd_d96_<dtype>.cu (none, causal). 24 TUs, 58 variants.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -58,12 +53,6 @@
   ATTNKIT_SM90_FWD_DTYPES(X, 256)    \
   X(256, bf16, none_n80)             \
   X(256, fp16, none_n80)             \
-  X(128, bf16, none_c2)              \
-  X(128, fp16, none_c2)              \
-  X(256, bf16, none_c2)              \
-  X(256, fp16, none_c2)              \
-  X(256, bf16, none_n80_c2)          \
-  X(256, fp16, none_n80_c2)          \
   ATTNKIT_SM90_FWD_PLAIN(X, 192_128) \
   ATTNKIT_SM90_FWD_PLAIN(X, 96)
 

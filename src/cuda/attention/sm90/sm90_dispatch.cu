@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -74,27 +73,11 @@ bool wide_tile(const AttnProblem& prob) {
          prob.k_rows >= kWideTileMinKeys;
 }
 
-// d128 / d256 without a mask: clusters of two CTAs on adjacent query tiles of one head, sharing
-// each K/V tile by TMA multicast (FwdConfig::kCluster), so L2 serves K/V once per two query tiles.
-// Only where both CTAs walk the same KV tiles: batched Q and K/V (no ragged lengths, seqused_k or
-// pages), one split, and an even number of query tiles per head.
-// ATTNKIT_SM90_CLUSTER=0 keeps the one-CTA variants (a temporary switch for a same-call A/B).
-bool cluster_pair(const AttnProblem& prob, int splits) {
-  if (const char* env = std::getenv("ATTNKIT_SM90_CLUSTER"); env != nullptr && env[0] == '0')
-    return false;
-  const int q_block = gpu::sm90_q_block(prob.dqk);
-  return (prob.dqk == 128 || prob.dqk == 256) && prob.dv == prob.dqk &&
-         prob.kv == KvLayout::kContiguous && !prob.q_ragged && !prob.has_seqused_k &&
-         splits == 1 && (prob.q_rows + q_block - 1) / q_block % 2 == 0;
-}
-
-// The variant serving a request run with `splits` split-KV splits.
-const Variant* find_variant(const AttnProblem& prob, int splits) {
+const Variant* find_variant(const AttnProblem& prob) {
   const char* base = policies_for(prob);
   if (base == nullptr) return nullptr;
   std::string pol = base;
   if (pol == "none" && wide_tile(prob)) pol = "none_n80";
-  if ((pol == "none" || pol == "none_n80") && cluster_pair(prob, splits)) pol += "_c2";
   for (const Variant& v : kVariants)
     if (v.dqk == prob.dqk && v.dv == prob.dv && v.dtype == prob.dtype && v.policies == pol)
       return &v;
@@ -249,7 +232,7 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
                          {&args.cu_seqlens_k, "cu_seqlens_k"}, {&args.seqused_k, "seqused_k"}})
     if (t->defined() && t->shape[0] > 1 && t->stride[0] >= (int64_t{1} << 30))
       return no(std::string(name) + " stride must stay below 2^30");
-  if (find_variant(prob, 1) == nullptr) return no("no kernel variant for this request");
+  if (find_variant(prob) == nullptr) return no("no kernel variant for this request");
   return Status::Ok();
 #endif
 }
@@ -258,8 +241,8 @@ Status sm90_attention_plan(const AttentionArgs& args, const AttnProblem& prob,
                            const CudaDeviceInfo& dev, AttentionPlan* plan) {
   if (dev.cc_major != 9) return Status::Unsupported("sm90 attention needs a Hopper GPU (compute 9.x)");
   ATTNKIT_RETURN_IF_ERROR(sm90_attention_supports(args, prob));
+  const Variant* v = find_variant(prob);
   const int splits = plan_splits(args, prob, dev.sm_count);
-  const Variant* v = find_variant(prob, splits);
   plan->backend = Backend::kCudaSm90;
   plan->kernel = std::string(v->name) + (splits > 1 ? kSplitSuffix : "");
   plan->num_splits = splits;
@@ -270,9 +253,9 @@ Status sm90_attention_plan(const AttentionArgs& args, const AttnProblem& prob,
 Status sm90_attention_forward(const AttentionArgs& a, const AttnProblem& prob,
                               const ExecOptions& opts, const AttentionPlan& plan) {
   const Variant* v = find_variant(plan.kernel);
-  const int splits = plan.num_splits;
-  if (v == nullptr || v != find_variant(prob, splits))
+  if (v == nullptr || v != find_variant(prob))
     return Status::Invalid("plan names kernel '" + plan.kernel + "', which does not serve this request");
+  const int splits = plan.num_splits;
   const bool split_name = plan.kernel != v->name;
   if (splits < 1 || splits > gpu::kSm90MaxSplits || split_name != (splits > 1))
     return Status::Invalid("plan (kernel '" + plan.kernel + "') num_splits " +

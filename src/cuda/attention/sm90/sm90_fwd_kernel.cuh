@@ -26,13 +26,14 @@
 // Grid: from the scheduler (sm90_tile_scheduler.h): persistent, at most one CTA per SM looping over
 // work tiles (no mask; causal up to 8192 query rows, in pairs of a long and a short query tile;
 // causal at d64 from 1k up), or one CTA per tile, longest first (causal at d128 / d256 beyond).
-// No mask at d128 / d256 (batched, unsplit, even query tiles per head): clusters of two CTAs on
-// adjacent query tiles of one head, each CTA's producer loading half of every K / V tile and the
-// TMA multicasting it to both (FwdConfig::kCluster), which halves what L2 serves per flop.
 // The K/V pipelines run on across tiles; Q has one buffer, refilled for the next tile as soon as
 // every consumer warp has finished its last Q·Kᵀ of the current one (q_empty), so the next tile's
 // loads overlap the current tile's last P·V and epilogue. (Prefetching the next tile's Q into L2
-// when the current tile starts measured 0.5-3% slower on H100, most at d256.)
+// when the current tile starts measured 0.5-3% slower on H100, most at d256. Clusters of two CTAs
+// on adjacent query tiles sharing each K / V tile by TMA multicast, as FA3 does at head dims >= 128
+// without a mask, measured 0.98-1.03x at d128 and 0.95-0.98x at d256 (FA3 shapes, non-causal,
+// same call): halving what L2 serves did not help d128, so L2 does not limit it, and with two
+// stages at d256 the coupling of both CTAs' releases cost more than it saved.)
 //
 // The KV loop runs from the last visible KV tile down to the first: the mask policy (sm90_mask.h)
 // says which tiles a query tile sees and which of them need the mask; those near the diagonal come
@@ -88,7 +89,7 @@ using namespace cute;
 // kHeadDim is Q's and K's head dim, kHeadDimV V's and O's (192 / 128: DeepSeek-style heads).
 template <class Element_, int kHeadDim_, bool kCausal_, int kConsumerWGs_ = kHeadDim_ == 64 ? 3 : 2,
           int kBlockN_ = sm90_kv_block(kHeadDim_), int kStages_ = kHeadDim_ <= 128 ? 3 : 2,
-          int kHeadDimV_ = kHeadDim_, int kCluster_ = 1>
+          int kHeadDimV_ = kHeadDim_>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -117,15 +118,6 @@ struct FwdConfig {
   // that wait left the next K late: 1.02-1.07x at 512-4k non-causal, about 1.0x at 8k-16k, and
   // 1.00-1.02x causal, measured on H100; at D=64 and D=128 (three stages) it ran 0.97-1.00x.
   static constexpr bool kKvLookahead = kHeadDim > 128;
-  // CTAs per cluster that share each K and V tile: each CTA loads 1/kCluster of the tile and the
-  // TMA multicasts it into the shared memory of every CTA of the cluster, so L2 serves each K/V
-  // byte once per cluster instead of once per CTA. The CTAs of a cluster take adjacent query tiles
-  // of one (batch, head) and walk the same KV tiles (no mask, batched, unsplit: the dispatcher's
-  // none_c2 variants); a stage is refilled only when every CTA's consumers released it.
-  // (At 128 query rows per CTA and 4·D flops per key·query, K and V take 1/128 byte per flop from
-  // L2: about 5 TB/s at 640 TFLOP/s, near what the H100's L2 delivers.)
-  static constexpr int kCluster = kCluster_;
-  static_assert(kCluster == 1 || kCluster == 2);
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kThreads = 128 + kConsumerThreads;
 
@@ -170,21 +162,14 @@ struct FwdConfig {
       SM90_TMA_LOAD{},
       make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeRows{}, StrideRows{}),
       SmemLayoutQ{}));
-  // K and V: plain TMA loads, or (kCluster > 1) multicast ones whose box is 1/kCluster of the tile.
-  template <class GTensor>
-  static auto make_tma_k(const GTensor& k) {
-    if constexpr (kCluster == 1) return make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(SmemLayoutK{}));
-    else return make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, k, take<0, 2>(SmemLayoutK{}), TileK{}, Int<kCluster>{});
-  }
-  template <class GTensor>
-  static auto make_tma_v(const GTensor& vt) {
-    if constexpr (kCluster == 1) return make_tma_copy(SM90_TMA_LOAD{}, vt, take<0, 2>(SmemLayoutVt{}));
-    else return make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, vt, take<0, 2>(SmemLayoutVt{}), TileVt{}, Int<kCluster>{});
-  }
-  using TmaK = decltype(make_tma_k(
-      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeRows{}, StrideRows{})));
-  using TmaV = decltype(make_tma_v(
-      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeVt{}, StrideVt{})));
+  using TmaK = decltype(make_tma_copy(
+      SM90_TMA_LOAD{},
+      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeRows{}, StrideRows{}),
+      take<0, 2>(SmemLayoutK{})));
+  using TmaV = decltype(make_tma_copy(
+      SM90_TMA_LOAD{},
+      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeVt{}, StrideVt{}),
+      take<0, 2>(SmemLayoutVt{})));
 
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename Pipeline::PipelineState;
@@ -341,22 +326,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   pp.is_leader = threadIdx.x == 0;
   pp.num_consumers = Cfg::kConsumerThreads;
   pp.transaction_bytes = Cfg::kBytesK;
-  // With a cluster, each stage's empty barrier counts the releases of every CTA's consumers (the
-  // pipeline spreads each warpgroup's arrivals over the cluster), and the full barrier the bytes of
-  // the whole tile, which the CTAs' multicast halves add up to.
-  using ClusterShape = Shape<Int<Cfg::kCluster>, _1, _1>;
-  Pipeline pipe_k(ss.pipe_k, pp, ClusterShape{});
+  Pipeline pipe_k(ss.pipe_k, pp, Shape<_1, _1, _1>{});
   pp.transaction_bytes = Cfg::kBytesV;
-  Pipeline pipe_v(ss.pipe_v, pp, ClusterShape{});
+  Pipeline pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
   if (threadIdx.x == 0) {
     Barrier::init(&ss.q_full, 1);
     // Arrivals that free Q: lane 0 of each consumer warp, after its last Q·Kᵀ of the tile completed.
     PlainBarrier::init(&ss.q_empty, Cfg::kConsumerThreads / cutlass::NumThreadsPerWarp);
     cutlass::arch::fence_barrier_init();
   }
-  // A peer's multicast or release may reach this CTA's barriers only once they are initialised.
-  if constexpr (Cfg::kCluster > 1) cute::cluster_sync();
-  else __syncthreads();
+  __syncthreads();
 
   Tensor sQ = ss.tensor_q();
   Tensor sK = ss.tensor_k();
@@ -371,12 +350,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const int kv_rows = p.kv.tma_rows(p.seqs.k_rows);  // paged: one page's (sm90_kv.h)
     Tensor mK = p.tma_k.get_tma_tensor(make_shape(kv_rows, Int<kD>{}, p.hkv, p.k_batches));
     Tensor mVt = p.tma_v.get_tma_tensor(make_shape(Int<kDv>{}, kv_rows, p.hkv, p.k_batches));
-    // This CTA's share of each K / V tile (all of it without a cluster).
-    const int cta_rank = Cfg::kCluster > 1 ? static_cast<int>(cute::block_rank_in_cluster()) : 0;
-    constexpr uint16_t kMcastMask = (1u << Cfg::kCluster) - 1;
     auto tma_q = p.tma_q.get_slice(0);
-    auto tma_k = p.tma_k.get_slice(cta_rank);
-    auto tma_v = p.tma_v.get_slice(cta_rank);
+    auto tma_k = p.tma_k.get_slice(0);
+    auto tma_v = p.tma_v.get_slice(0);
     Tensor tQs = tma_q.partition_D(sQ);
     Tensor tKs = tma_k.partition_D(sK);  // (TMA, _, _, stage)
     Tensor tVs = tma_v.partition_D(sVt);
@@ -408,10 +384,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             domain_offset(make_coord(c.row, _0{}), mK(_, _, kv_head, c.outer)),
             typename Cfg::TileK{}, make_coord(_0{}, _0{})));
         pipe_k.producer_acquire(st);
-        if constexpr (Cfg::kCluster > 1)
-          copy(p.tma_k.with(*pipe_k.producer_get_barrier(st), kMcastMask), tKg, tKs(_, _, _, st.index()));
-        else
-          copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg, tKs(_, _, _, st.index()));
+        copy(p.tma_k.with(*pipe_k.producer_get_barrier(st)), tKg, tKs(_, _, _, st.index()));
       };
       auto load_v = [&](KvTileCoord c) CUTLASS_LAMBDA_FUNC_INLINE {
         Tensor tVg = tma_v.partition_S(local_tile(
@@ -419,10 +392,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             typename Cfg::TileVt{}, make_coord(_0{}, _0{})));
         PipelineState& sv = Cfg::kKvLookahead ? st_v : st;
         pipe_v.producer_acquire(sv);
-        if constexpr (Cfg::kCluster > 1)
-          copy(p.tma_v.with(*pipe_v.producer_get_barrier(sv), kMcastMask), tVg, tVs(_, _, _, sv.index()));
-        else
-          copy(p.tma_v.with(*pipe_v.producer_get_barrier(sv)), tVg, tVs(_, _, _, sv.index()));
+        copy(p.tma_v.with(*pipe_v.producer_get_barrier(sv)), tVg, tVs(_, _, _, sv.index()));
         ++sv;
       };
       int n = kr.end - 1;
@@ -453,8 +423,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
       }
     }
-    // Waits until every stage was released, by every CTA of the cluster too: no peer's release
-    // can then arrive after this CTA has exited.
     pipe_k.producer_tail(st);
     pipe_v.producer_tail(Cfg::kKvLookahead ? st_v : st);
     return;

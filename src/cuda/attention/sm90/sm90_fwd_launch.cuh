@@ -9,7 +9,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -102,8 +101,9 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   if (sms < 1) return Status::Invalid("sm90 attention: the device's SM count must be set (sm_count)");
   MaskLocal mask;
   mask.left = a.window_left, mask.right = a.window_right, mask.chunk = a.chunk_size;
-  Params p{make_tma_copy(SM90_TMA_LOAD{}, q, typename Cfg::SmemLayoutQ{}), Cfg::make_tma_k(k),
-           Cfg::make_tma_v(vt),
+  Params p{make_tma_copy(SM90_TMA_LOAD{}, q, typename Cfg::SmemLayoutQ{}),
+           make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(typename Cfg::SmemLayoutK{})),
+           make_tma_copy(SM90_TMA_LOAD{}, vt, take<0, 2>(typename Cfg::SmemLayoutVt{})),
            static_cast<Element*>(a.o), a.o_batch, a.o_row, a.o_head,
            a.lse, a.lse_batch, a.lse_row, a.lse_head,
            a.q_batches, a.k_batches, a.hq, a.hkv, a.hq / a.hkv, sched,
@@ -114,53 +114,10 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr int kSmem = static_cast<int>(sizeof(SharedStorage<Cfg>));
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds the 227 KB a Hopper CTA can have");
   ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  if constexpr (Cfg::kCluster == 1) {
-    const dim3 grid(static_cast<unsigned>(sched.grid(static_cast<int>(num_tiles), sms)));
-    kernel<<<grid, Cfg::kThreads, kSmem, stream>>>(p);
-    ATTNKIT_CUDA_CHECK_LAUNCH("sm90_fwd_kernel");
-    return Status::Ok();
-  } else {
-    // The CTAs of a cluster must take adjacent query tiles of one (batch, head) and walk the same
-    // KV tiles: the persistent round robin over an even grid hands CTAs 2c and 2c + 1 tiles t and
-    // t + 1 (t even), the same head when the query tiles per head are even; no mask, batched
-    // lengths and one split give both the same KV tiles.
-    static_assert(std::is_same_v<Sched, PersistentScheduler> && std::is_same_v<Mask, MaskNone> &&
-                  !Kv::kPaged, "the cluster variants are the batched no-mask ones");
-    if (sched.use_varlen || a.cu_seqlens_k != nullptr || a.seqused_k != nullptr ||
-        a.num_splits != 1 || sched.fixed.num_m_blocks % Cfg::kCluster != 0)
-      return Status::Invalid("sm90 attention: the cluster variant needs batched lengths, one split "
-                             "and an even number of query tiles");
-    cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = Cfg::kCluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(Cfg::kThreads);
-    cfg.dynamicSmemBytes = kSmem;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    // Persistent: as many clusters as fit on the device at once (GPC boundaries may leave an SM
-    // out), never more, or the ones that do not fit would run their whole share after the others.
-    // The count is cached per device: the query sits on the launch path, which the benchmark's
-    // events time once the L2 flush before it has finished.
-    cfg.gridDim = dim3(static_cast<unsigned>(Cfg::kCluster));
-    static std::atomic<int> fits[16] = {};
-    int dev = 0;
-    ATTNKIT_CUDA_TRY(cudaGetDevice(&dev));
-    int fit = dev >= 0 && dev < 16 ? fits[dev].load(std::memory_order_relaxed) : 0;
-    if (fit < 1) {
-      ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg));
-      if (fit < 1) return Status::Unsupported("sm90 attention: no cluster of this kernel fits on the device");
-      if (dev >= 0 && dev < 16) fits[dev].store(fit, std::memory_order_relaxed);
-    }
-    const int64_t clusters = std::min<int64_t>(num_tiles / Cfg::kCluster, std::min(fit, sms / Cfg::kCluster));
-    cfg.gridDim = dim3(static_cast<unsigned>(clusters * Cfg::kCluster));
-    ATTNKIT_CUDA_TRY(cudaLaunchKernelEx(&cfg, kernel, p));
-    ATTNKIT_CUDA_CHECK_LAUNCH("sm90_fwd_kernel (cluster)");
-    return Status::Ok();
-  }
+  const dim3 grid(static_cast<unsigned>(sched.grid(static_cast<int>(num_tiles), sms)));
+  kernel<<<grid, Cfg::kThreads, kSmem, stream>>>(p);
+  ATTNKIT_CUDA_CHECK_LAUNCH("sm90_fwd_kernel");
+  return Status::Ok();
 }
 
 // The variant's configuration and scheduler (sm90_tile_scheduler.h); a varlen launch uses the
@@ -170,22 +127,18 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 // and mid lengths, sm90_dispatch.cu), at d64 with two consumer warpgroups (128-row tiles waste
 // less of the diagonal than 192-row ones).
 // kBlockN: the KV tile, 0 for the configuration's default (none_n80 asks for 80, with the
-// default two consumer warpgroups and two stages). kCluster: CTAs per cluster sharing K/V loads
-// by TMA multicast (the none_c2 / none_n80_c2 variants; FwdConfig::kCluster). Dqk = 192 / Dv = 128: two stages of 128 keys
+// default two consumer warpgroups and two stages). Dqk = 192 / Dv = 128: two stages of 128 keys
 // (Q 48 KB + 2 x (K 48 KB + V 32 KB) = 208 KB of shared memory); registers as at 128 (O takes
 // Dv/2, S N/2 per thread).
 template <class Element, int kHeadDim, int kHeadDimV, class Mask, class Mod, class Sinks, class Kv,
-          int kBlockN = 0, int kCluster = 1>
+          int kBlockN = 0>
 Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr bool kCausal = !std::is_same_v<Mask, MaskNone>;
-  using Default = FwdConfig<Element, kHeadDim, kCausal>;
   using Cfg = std::conditional_t<
       kHeadDim != kHeadDimV,
       FwdConfig<Element, kHeadDim, kCausal, 2, sm90_kv_block(kHeadDim), 2, kHeadDimV>,
-      std::conditional_t<kBlockN == 0 && kCluster == 1, Default,
-                         FwdConfig<Element, kHeadDim, kCausal, Default::kConsumerWGs,
-                                   kBlockN == 0 ? Default::kBlockN : kBlockN,
-                                   kBlockN == 0 ? Default::kStages : 2, kHeadDim, kCluster>>>;
+      std::conditional_t<kBlockN == 0, FwdConfig<Element, kHeadDim, kCausal>,
+                         FwdConfig<Element, kHeadDim, kCausal, 2, kBlockN, 2>>>;
   if constexpr (std::is_same_v<Mask, MaskCausal> && !Kv::kPaged && kHeadDim == kHeadDimV &&
                 (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256)) {
     if (a.causal_pairs) {
@@ -213,10 +166,6 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 #define ATTNKIT_SM90_POLICIES_paged_local sm90::MaskLocal, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
 #define ATTNKIT_SM90_POLICIES_none_n80 \
   sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous, 80
-#define ATTNKIT_SM90_POLICIES_none_c2 \
-  sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous, 0, 2
-#define ATTNKIT_SM90_POLICIES_none_n80_c2 \
-  sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous, 80, 2
 
 #define ATTNKIT_DEFINE_SM90_FWD(D, DT, MASK)                                          \
   namespace attnkit::gpu {                                                            \
