@@ -29,7 +29,11 @@
 // The K/V pipelines run on across tiles; Q has one buffer, refilled for the next tile as soon as
 // every consumer warp has finished its last Q·Kᵀ of the current one (q_empty), so the next tile's
 // loads overlap the current tile's last P·V and epilogue. (Prefetching the next tile's Q into L2
-// when the current tile starts measured 0.5-3% slower on H100, most at d256.)
+// when the current tile starts measured 0.5-3% slower on H100, most at d256. Clusters of two CTAs
+// on adjacent query tiles sharing each K / V tile by TMA multicast, as FA3 does at head dims >= 128
+// without a mask, measured 0.98-1.03x at d128 and 0.95-0.98x at d256 (FA3 shapes, non-causal,
+// same call): halving what L2 serves did not help d128, so L2 does not limit it, and with two
+// stages at d256 the coupling of both CTAs' releases cost more than it saved.)
 //
 // The KV loop runs from the last visible KV tile down to the first: the mask policy (sm90_mask.h)
 // says which tiles a query tile sees and which of them need the mask; those near the diagonal come
@@ -85,7 +89,7 @@ using namespace cute;
 // kHeadDim is Q's and K's head dim, kHeadDimV V's and O's (192 / 128: DeepSeek-style heads).
 template <class Element_, int kHeadDim_, bool kCausal_, int kConsumerWGs_ = kHeadDim_ == 64 ? 3 : 2,
           int kBlockN_ = sm90_kv_block(kHeadDim_), int kStages_ = kHeadDim_ <= 128 ? 3 : 2,
-          int kHeadDimV_ = kHeadDim_>
+          int kHeadDimV_ = kHeadDim_, bool kPinSoftmax_ = true>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -114,6 +118,9 @@ struct FwdConfig {
   // that wait left the next K late: 1.02-1.07x at 512-4k non-causal, about 1.0x at 8k-16k, and
   // 1.00-1.02x causal, measured on H100; at D=64 and D=128 (three stages) it ran 0.97-1.00x.
   static constexpr bool kKvLookahead = kHeadDim > 128;
+  // Whether the softmax's exp2 are pinned ahead of the wait for the in-flight P·V (pin_softmax in
+  // the kernel). false only for the *_nopin variants, a temporary same-call A/B (sm90_fwd_list.h).
+  static constexpr bool kPinSoftmax = kPinSoftmax_;
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kThreads = 128 + kConsumerThreads;
 
@@ -198,6 +205,7 @@ struct SharedStorage {
   typename Cfg::Pipeline::SharedStorage pipe_v;
   alignas(8) uint64_t q_full;   // Q tile landed (transaction barrier, one phase per loaded tile)
   alignas(8) uint64_t q_empty;  // every consumer warp is done reading Q (one phase per tile)
+  float pin[Cfg::kConsumerThreads];  // one word per consumer thread, written, never read: see pin_softmax
 
   CUTE_DEVICE auto tensor_q() { return make_tensor(make_smem_ptr(q.data()), typename Cfg::SmemLayoutQ{}); }
   CUTE_DEVICE auto tensor_k() { return make_tensor(make_smem_ptr(k.data()), typename Cfg::SmemLayoutK{}); }
@@ -566,6 +574,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     warpgroup_fence_operand(tOrP);
   };
+  // ptxas places the wait for the P·V GEMM in flight (warpgroup_wait<0>) above most of the
+  // softmax that should overlap it, as nothing ties the exp2 to that point: in SASS of the steady
+  // state, 10 of 66 MUFU.EX2 before the wait at d128, 0 of 34 at d256 (42 of 42 with 80-key
+  // tiles, 0 of 66 at d64). A shared store (which ptxas keeps in order with the wait) of a value
+  // that depends on every exp2 (the row sums) pins them before it: in SASS all MUFU.EX2 of each
+  // step then come before the wait, at d64, d128 and d256, no new spills. One STS per thread and
+  // step, each thread to its own word (no write-write hazard for racecheck).
+  auto pin_softmax = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
+    const float x = row_sum[0] + row_sum[1];
+    asm volatile("st.shared.f32 [%0], %1;" ::"r"(cute::cast_smem_ptr_to_uint(&ss.pin[tidx])), "f"(x) : "memory");
+  };
   // After this warp's last Q·Kᵀ of a tile completed: lane 0 frees Q for the producer.
   auto release_q = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
     if (threadIdx.x % cutlass::NumThreadsPerWarp == 0) PlainBarrier::arrive(&ss.q_empty);
@@ -661,6 +680,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         ++st_k;
         if (n == kr.begin) release_q();
         rescale = softmax(n, masked);
+        if constexpr (Cfg::kPinSoftmax) pin_softmax();
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         pipe_v.consumer_release(st_v);
