@@ -11,9 +11,6 @@
 //   local_softcap  local + softcap
 //   local_sinks    local + learned sinks
 //   none_n80       none with 80-key tiles (d256 only): the plan's pick for long keys
-//   none_nopin, causal_nopin, none_n80_nopin
-//                  bf16 d64 / d128 / d256 without the softmax pin (FwdConfig::kPinSoftmax):
-//                  picked only under ATTNKIT_SM90_PIN=0, a temporary same-call A/B, to be removed
 //   paged_none, paged_causal, paged_local
 //                  none / causal / local over a paged KV cache (page table, seqused_k), whose page
 //                  size is a multiple of the KV tile (sm90_kv_block: 128 keys at D <= 128, 64 at
@@ -21,8 +18,7 @@
 // TUs in this folder: sm90_fwd_d<D>_<dtype>.cu (none, causal), sm90_fwd_d<D>_<dtype>_local.cu
 // (the three local variants) and sm90_fwd_d<D>_<dtype>_paged.cu (the three paged ones), so the
 // common masks do not wait on the others in a build; sm90_fwd_d256_<dtype>_n80.cu;
-// sm90_fwd_d192_128_<dtype>.cu and sm90_fwd_d96_<dtype>.cu (none, causal);
-// sm90_fwd_d<D>_bf16_nopin.cu and sm90_fwd_d256_bf16_n80_nopin.cu (temporary). 28 TUs, 65 variants.
+// sm90_fwd_d192_128_<dtype>.cu and sm90_fwd_d96_<dtype>.cu (none, causal). 24 TUs, 58 variants.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -57,13 +53,6 @@
   ATTNKIT_SM90_FWD_DTYPES(X, 256)    \
   X(256, bf16, none_n80)             \
   X(256, fp16, none_n80)             \
-  X(64, bf16, none_nopin)            \
-  X(64, bf16, causal_nopin)          \
-  X(128, bf16, none_nopin)           \
-  X(128, bf16, causal_nopin)         \
-  X(256, bf16, none_nopin)           \
-  X(256, bf16, causal_nopin)         \
-  X(256, bf16, none_n80_nopin)       \
   ATTNKIT_SM90_FWD_PLAIN(X, 192_128) \
   ATTNKIT_SM90_FWD_PLAIN(X, 96)
 

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -79,13 +78,6 @@ const Variant* find_variant(const AttnProblem& prob) {
   if (base == nullptr) return nullptr;
   std::string pol = base;
   if (pol == "none" && wide_tile(prob)) pol = "none_n80";
-  // ATTNKIT_SM90_PIN=0: the variants without the softmax pin (bf16 d64 / d128 / d256, none and
-  // causal only), a temporary switch for a same-call A/B.
-  if (const char* env = std::getenv("ATTNKIT_SM90_PIN");
-      env != nullptr && env[0] == '0' && prob.dtype == DType::kBFloat16 && prob.dqk == prob.dv &&
-      (prob.dqk == 64 || prob.dqk == 128 || prob.dqk == 256) &&
-      (pol == "none" || pol == "causal" || pol == "none_n80"))
-    pol += "_nopin";
   for (const Variant& v : kVariants)
     if (v.dqk == prob.dqk && v.dv == prob.dv && v.dtype == prob.dtype && v.policies == pol)
       return &v;

@@ -89,7 +89,7 @@ using namespace cute;
 // kHeadDim is Q's and K's head dim, kHeadDimV V's and O's (192 / 128: DeepSeek-style heads).
 template <class Element_, int kHeadDim_, bool kCausal_, int kConsumerWGs_ = kHeadDim_ == 64 ? 3 : 2,
           int kBlockN_ = sm90_kv_block(kHeadDim_), int kStages_ = kHeadDim_ <= 128 ? 3 : 2,
-          int kHeadDimV_ = kHeadDim_, bool kPinSoftmax_ = true>
+          int kHeadDimV_ = kHeadDim_>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -118,9 +118,6 @@ struct FwdConfig {
   // that wait left the next K late: 1.02-1.07x at 512-4k non-causal, about 1.0x at 8k-16k, and
   // 1.00-1.02x causal, measured on H100; at D=64 and D=128 (three stages) it ran 0.97-1.00x.
   static constexpr bool kKvLookahead = kHeadDim > 128;
-  // Whether the softmax's exp2 are pinned ahead of the wait for the in-flight P·V (pin_softmax in
-  // the kernel). false only for the *_nopin variants, a temporary same-call A/B (sm90_fwd_list.h).
-  static constexpr bool kPinSoftmax = kPinSoftmax_;
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kThreads = 128 + kConsumerThreads;
 
@@ -680,7 +677,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         ++st_k;
         if (n == kr.begin) release_q();
         rescale = softmax(n, masked);
-        if constexpr (Cfg::kPinSoftmax) pin_softmax();
+        pin_softmax();
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         pipe_v.consumer_release(st_v);

@@ -130,25 +130,19 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 // default two consumer warpgroups and two stages). Dqk = 192 / Dv = 128: two stages of 128 keys
 // (Q 48 KB + 2 x (K 48 KB + V 32 KB) = 208 KB of shared memory); registers as at 128 (O takes
 // Dv/2, S N/2 per thread).
-// C with the softmax pin on or off (FwdConfig::kPinSoftmax); on, it is C itself.
-template <class C, bool kPin>
-using WithPin = FwdConfig<typename C::Element, C::kHeadDim, C::kCausal, C::kConsumerWGs, C::kBlockN,
-                          C::kStages, C::kHeadDimV, kPin>;
-
 template <class Element, int kHeadDim, int kHeadDimV, class Mask, class Mod, class Sinks, class Kv,
-          int kBlockN = 0, bool kPin = true>
+          int kBlockN = 0>
 Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr bool kCausal = !std::is_same_v<Mask, MaskNone>;
-  using Cfg = WithPin<std::conditional_t<
+  using Cfg = std::conditional_t<
       kHeadDim != kHeadDimV,
       FwdConfig<Element, kHeadDim, kCausal, 2, sm90_kv_block(kHeadDim), 2, kHeadDimV>,
       std::conditional_t<kBlockN == 0, FwdConfig<Element, kHeadDim, kCausal>,
-                         FwdConfig<Element, kHeadDim, kCausal, 2, kBlockN, 2>>>, kPin>;
+                         FwdConfig<Element, kHeadDim, kCausal, 2, kBlockN, 2>>>;
   if constexpr (std::is_same_v<Mask, MaskCausal> && !Kv::kPaged && kHeadDim == kHeadDimV &&
                 (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256)) {
     if (a.causal_pairs) {
-      using PairCfg =
-          std::conditional_t<kHeadDim == 64, WithPin<FwdConfig<Element, 64, true, 2>, kPin>, Cfg>;
+      using PairCfg = std::conditional_t<kHeadDim == 64, FwdConfig<Element, 64, true, 2>, Cfg>;
       return launch_fwd<PairCfg, PersistentCausalPairScheduler, Mask, Mod, Sinks, Kv>(a, stream);
     }
   }
@@ -172,12 +166,6 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
 #define ATTNKIT_SM90_POLICIES_paged_local sm90::MaskLocal, sm90::ScoreNone, sm90::SinkNone, sm90::KvPaged
 #define ATTNKIT_SM90_POLICIES_none_n80 \
   sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous, 80
-#define ATTNKIT_SM90_POLICIES_none_nopin \
-  sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous, 0, false
-#define ATTNKIT_SM90_POLICIES_causal_nopin \
-  sm90::MaskCausal, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous, 0, false
-#define ATTNKIT_SM90_POLICIES_none_n80_nopin \
-  sm90::MaskNone, sm90::ScoreNone, sm90::SinkNone, sm90::KvContiguous, 80, false
 
 #define ATTNKIT_DEFINE_SM90_FWD(D, DT, MASK)                                          \
   namespace attnkit::gpu {                                                            \
