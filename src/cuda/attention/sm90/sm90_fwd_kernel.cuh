@@ -202,7 +202,6 @@ struct SharedStorage {
   typename Cfg::Pipeline::SharedStorage pipe_v;
   alignas(8) uint64_t q_full;   // Q tile landed (transaction barrier, one phase per loaded tile)
   alignas(8) uint64_t q_empty;  // every consumer warp is done reading Q (one phase per tile)
-  float pin[Cfg::kConsumerThreads];  // one word per consumer thread, written, never read: see pin_softmax
 
   CUTE_DEVICE auto tensor_q() { return make_tensor(make_smem_ptr(q.data()), typename Cfg::SmemLayoutQ{}); }
   CUTE_DEVICE auto tensor_k() { return make_tensor(make_smem_ptr(k.data()), typename Cfg::SmemLayoutK{}); }
@@ -571,17 +570,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     warpgroup_fence_operand(tOrP);
   };
-  // ptxas places the wait for the P·V GEMM in flight (warpgroup_wait<0>) above most of the
-  // softmax that should overlap it, as nothing ties the exp2 to that point: in SASS of the steady
-  // state, 10 of 66 MUFU.EX2 before the wait at d128, 0 of 34 at d256 (42 of 42 with 80-key
-  // tiles, 0 of 66 at d64). A shared store (which ptxas keeps in order with the wait) of a value
-  // that depends on every exp2 (the row sums) pins them before it: in SASS all MUFU.EX2 of each
-  // step then come before the wait, at d64, d128 and d256, no new spills. One STS per thread and
-  // step, each thread to its own word (no write-write hazard for racecheck).
-  auto pin_softmax = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
-    const float x = row_sum[0] + row_sum[1];
-    asm volatile("st.shared.f32 [%0], %1;" ::"r"(cute::cast_smem_ptr_to_uint(&ss.pin[tidx])), "f"(x) : "memory");
-  };
   // After this warp's last Q·Kᵀ of a tile completed: lane 0 frees Q for the producer.
   auto release_q = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
     if (threadIdx.x % cutlass::NumThreadsPerWarp == 0) PlainBarrier::arrive(&ss.q_empty);
@@ -677,7 +665,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         ++st_k;
         if (n == kr.begin) release_q();
         rescale = softmax(n, masked);
-        pin_softmax();
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         pipe_v.consumer_release(st_v);
