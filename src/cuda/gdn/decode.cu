@@ -8,8 +8,6 @@
 //   kv = exp(g) S^T k,  sq = S^T q,  v' = beta (v - kv),  o = scale (exp(g) sq + (q.k) v'),
 //   S <- exp(g) S + k v'^T.
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 #include <atomic>
 
 #include "cuda/common/cuda_check.h"
@@ -18,19 +16,6 @@
 
 namespace attnkit::gdn_cuda {
 namespace {
-
-// State accesses, plain or streaming (evict-first: ld/st.global.cs). TEMPORARY: kHint bit 0
-// streams the loads, bit 1 the stores; ATTNKIT_GDN_DECODE_HINT picks one for a same-run A/B.
-template <bool kStream>
-__device__ __forceinline__ float4 ld_state(const float* a) {
-  if constexpr (kStream) return __ldcs(reinterpret_cast<const float4*>(a));
-  else return *reinterpret_cast<const float4*>(a);
-}
-template <bool kStream>
-__device__ __forceinline__ void st_state(float* a, float4 v) {
-  if constexpr (kStream) __stcs(reinterpret_cast<float4*>(a), v);
-  else *reinterpret_cast<float4*>(a) = v;
-}
 
 constexpr int kThreads = 256;  // BV / 4 column groups (float4) x the rest row groups
 
@@ -62,7 +47,7 @@ __device__ __forceinline__ int32_t item_slot(const DecodeParams& p, int item, in
   return p.indices[static_cast<int64_t>(item / (Cfg<kBV>::kSlices * p.HV)) * p.idx_stride];
 }
 
-template <int kBV, int kHint>
+template <int kBV>
 __device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t slot, Item<kBV>* it) {
   using C = Cfg<kBV>;
   constexpr int kSlices = C::kSlices, kRowsPerThread = C::kRowsPerThread;
@@ -80,7 +65,7 @@ __device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t s
                      it->vb * kBV + cg * 4;
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i)
-      it->s[i] = ld_state<(kHint & 1) != 0>(S + (rg + C::kRowGroups * i) * p.pool.sk);
+      it->s[i] = *reinterpret_cast<const float4*>(S + (rg + C::kRowGroups * i) * p.pool.sk);
   }
   if (tid < kHead) {
     it->q = ld_any(p.q.p, p.q.dt, n * p.q.sb + hq * p.q.sh + tid);
@@ -93,7 +78,7 @@ __device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t s
   }
 }
 
-template <int kBV, int kHint>
+template <int kBV>
 __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(DecodeParams p, int items) {
   using C = Cfg<kBV>;
   constexpr int kRowsPerThread = C::kRowsPerThread;
@@ -108,11 +93,11 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
   if (item >= items) return;
   Item<kBV> cur, nxt;
   int32_t next_slot = item_slot<kBV>(p, item + gridDim.x, items);
-  fetch<kBV, kHint>(p, item, item_slot<kBV>(p, item, items), &cur);
+  fetch(p, item, item_slot<kBV>(p, item, items), &cur);
   while (true) {
     const int next = item + gridDim.x;
     const int32_t after_slot = item_slot<kBV>(p, next + gridDim.x, items);
-    if (next < items) fetch<kBV, kHint>(p, next, next_slot, &nxt);
+    if (next < items) fetch(p, next, next_slot, &nxt);
     next_slot = after_slot;
     const int64_t o_off = cur.n * p.o.sb + cur.hv * p.o.sh + cur.vb * kBV;
     if (!cur.valid) {  // uniform across the block
@@ -200,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
         x.y = decay * x.y + kr * vd.y;
         x.z = decay * x.z + kr * vd.z;
         x.w = decay * x.w + kr * vd.w;
-        st_state<(kHint & 2) != 0>(S + r * p.pool.sk, x);
+        *reinterpret_cast<float4*>(S + r * p.pool.sk) = x;
       }
     }
     if (next >= items) break;
@@ -209,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
   }
 }
 
-template <int kBV, int kHint>
+template <int kBV>
 Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
   const int64_t items = static_cast<int64_t>(p.N) * p.HV * Cfg<kBV>::kSlices;
   if (items > (int64_t(1) << 30)) return Status::Unsupported("gdn_decode_step: too many sequences x heads");
@@ -221,13 +206,13 @@ Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
   if (ctas == 0) {
     int sms = 0, per_sm = 0;
     ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_kernel<kBV, kHint>, kThreads, 0));
+    ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_kernel<kBV>, kThreads, 0));
     ctas = sms * (per_sm < 1 ? 1 : per_sm);
     if (dev < 64) fill[dev].store(ctas, std::memory_order_relaxed);
   }
   const int64_t sms = ctas, per_sm = 1;
   const int64_t grid = std::min<int64_t>(items, static_cast<int64_t>(sms) * per_sm);
-  decode_kernel<kBV, kHint><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(p, static_cast<int>(items));
+  decode_kernel<kBV><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(p, static_cast<int>(items));
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn decode");
   return Status::Ok();
 }
@@ -236,12 +221,7 @@ Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
 
 Status launch_decode(const DecodeParams& p, cudaStream_t s) {
   if (p.N == 0 || p.HV == 0) return Status::Ok();
-  const char* env = std::getenv("ATTNKIT_GDN_DECODE_HINT");  // TEMPORARY (A/B): none, ld, st, ldst
-  const std::string h = env != nullptr ? env : "";
-  if (h == "ld") return launch_decode_bv<64, 1>(p, s);
-  if (h == "st") return launch_decode_bv<64, 2>(p, s);
-  if (h == "ldst") return launch_decode_bv<64, 3>(p, s);
-  return launch_decode_bv<64, 0>(p, s);
+  return launch_decode_bv<64>(p, s);
 }
 
 }  // namespace attnkit::gdn_cuda
