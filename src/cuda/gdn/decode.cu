@@ -3,7 +3,9 @@
 // are 128 x 64 column slices of one (sequence, value head)
 // state; a persistent grid walks them and prefetches the next item (slot index, state slice,
 // q/k/v/g/beta) into registers while it finishes the current one, so neither the index load nor
-// the state load sits on the critical path.
+// the state load sits on the critical path. (Streaming cache hints, ld/st.global.cs, on the state
+// loads, the stores or both measured no faster: b32 74.5 / 75.3 / 73.8% of copy against 75.6%
+// without, b256 83.7 / 85.0 / 82.1% against 86.0%, H100, same call, session 6.)
 // Using S_old only, both reductions happen in one pass:
 //   kv = exp(g) S^T k,  sq = S^T q,  v' = beta (v - kv),  o = scale (exp(g) sq + (q.k) v'),
 //   S <- exp(g) S + k v'^T.
