@@ -250,8 +250,8 @@ Status run_output(DType dt, const gdn_cuda::OutputParams& p, const StageCall& c,
     ATTNKIT_RETURN_IF_ERROR(cuda_device_info(device, &d));
     return gdn_cuda::launch_output_sm90(p, L, seq.max_chunks, d.sm_count, s);
   }
-  return dt == DType::kBFloat16 ? gdn_cuda::launch_output_bf16(p, layout(seq, off), seq.max_chunks, s)
-                                : gdn_cuda::launch_output_fp16(p, layout(seq, off), seq.max_chunks, s);
+  return dt == DType::kBFloat16 ? gdn_cuda::launch_output_bf16(p, L, seq.max_chunks, s)
+                                : gdn_cuda::launch_output_fp16(p, L, seq.max_chunks, s);
 }
 
 }  // namespace
