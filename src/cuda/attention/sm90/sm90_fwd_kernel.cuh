@@ -31,9 +31,10 @@
 // Grid: from the scheduler (sm90_tile_scheduler.h): persistent, at most one CTA per SM looping over
 // work tiles (no mask; causal up to 8192 query rows, in pairs of a long and a short query tile;
 // causal at d64 from 1k up), or one CTA per tile, longest first (causal at d128 / d256 beyond).
-// The K/V pipelines run on across tiles; Q has one buffer, refilled for the next tile as soon as
-// every consumer warp has finished its last Q·Kᵀ of the current one (q_empty), so the next tile's
-// loads overlap the current tile's last P·V and epilogue. (Prefetching the next tile's Q into L2
+// The K/V pipelines run on across tiles. Q has two buffers where shared memory allows (d64, d96:
+// FwdConfig::kQStages), so the next tile's Q loads while the current tile runs; otherwise one,
+// refilled for the next tile as soon as every consumer warp has finished its last Q·Kᵀ of the
+// current one (q_empty), so the next tile's loads overlap the current tile's last P·V and epilogue. (Prefetching the next tile's Q into L2
 // when the current tile starts measured 0.5-3% slower on H100, most at d256. Clusters of two CTAs
 // on adjacent query tiles sharing each K / V tile by TMA multicast, as FA3 does at head dims >= 128
 // without a mask, measured 0.98-1.03x at d128 and 0.95-0.98x at d256 (FA3 shapes, non-causal,
@@ -94,7 +95,7 @@ using namespace cute;
 // kHeadDim is Q's and K's head dim, kHeadDimV V's and O's (192 / 128: DeepSeek-style heads).
 template <class Element_, int kHeadDim_, bool kCausal_, int kConsumerWGs_ = kHeadDim_ == 64 ? 3 : 2,
           int kBlockN_ = sm90_kv_block(kHeadDim_), int kStages_ = kHeadDim_ <= 128 ? 3 : 2,
-          int kHeadDimV_ = kHeadDim_>
+          int kHeadDimV_ = kHeadDim_, int kQStages_ = 0>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -123,6 +124,15 @@ struct FwdConfig {
   // that wait left the next K late: 1.02-1.07x at 512-4k non-causal, about 1.0x at 8k-16k, and
   // 1.00-1.02x causal, measured on H100; at D=64 and D=128 (three stages) it ran 0.97-1.00x.
   static constexpr bool kKvLookahead = kHeadDim > 128;
+  // Q buffers: with two, the producer loads the next work tile's Q as soon as that tile's first K
+  // is issued, instead of after every consumer warp's last Q·Kᵀ of the current tile, so Q's load
+  // latency is off the path between tiles (which short sequences cross every few KV tiles). Two
+  // where shared memory allows (0 = that default): d64 and d96; at d128 / d256 the K / V stages
+  // leave no room for a second Q.
+  static constexpr int kQBytesEach = 64 * kConsumerWGs * kHeadDim * int(sizeof(Element));
+  static constexpr int kKvBytes = kStages * kBlockN * (kHeadDim + kHeadDimV) * int(sizeof(Element));
+  static constexpr int kQStages = kQStages_ > 0 ? kQStages_ : (2 * kQBytesEach + kKvBytes <= 200 * 1024 ? 2 : 1);
+  static_assert(kQStages == 1 || kQStages == 2);
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kThreads = 128 + kConsumerThreads;
 
@@ -141,7 +151,8 @@ struct FwdConfig {
   using AtomVt = std::conditional_t<kHeadDimV % 64 == 0, GMMA::Layout_MN_SW128_Atom<Element>,
                                     GMMA::Layout_MN_SW64_Atom<Element>>;
   static_assert(kHeadDim % 32 == 0 && kHeadDimV % 32 == 0, "head dims are multiples of 32");
-  using SmemLayoutQ = decltype(tile_to_shape(AtomK{}, TileQ{}));
+  using SmemLayoutQ = decltype(tile_to_shape(
+      AtomK{}, make_shape(Int<kBlockM>{}, Int<kHeadDim>{}, Int<kQStages>{})));
   using SmemLayoutK = decltype(tile_to_shape(
       AtomK{}, make_shape(Int<kBlockN>{}, Int<kHeadDim>{}, Int<kStages>{})));
   using SmemLayoutVt = decltype(tile_to_shape(
@@ -166,7 +177,7 @@ struct FwdConfig {
   using TmaQ = decltype(make_tma_copy(
       SM90_TMA_LOAD{},
       make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeRows{}, StrideRows{}),
-      SmemLayoutQ{}));
+      take<0, 2>(SmemLayoutQ{})));
   using TmaK = decltype(make_tma_copy(
       SM90_TMA_LOAD{},
       make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeRows{}, StrideRows{}),
@@ -205,8 +216,10 @@ struct SharedStorage {
   alignas(1024) cute::array_aligned<Element, cosize_v<typename Cfg::SmemLayoutVt>, 1024> v;
   typename Cfg::Pipeline::SharedStorage pipe_k;
   typename Cfg::Pipeline::SharedStorage pipe_v;
-  alignas(8) uint64_t q_full;   // Q tile landed (transaction barrier, one phase per loaded tile)
-  alignas(8) uint64_t q_empty;  // every consumer warp is done reading Q (one phase per tile)
+  // Per Q buffer: its tile landed (transaction barrier, one phase per tile loaded into it); every
+  // consumer warp is done reading it (one phase per tile).
+  alignas(8) uint64_t q_full[Cfg::kQStages];
+  alignas(8) uint64_t q_empty[Cfg::kQStages];
 
   CUTE_DEVICE auto tensor_q() { return make_tensor(make_smem_ptr(q.data()), typename Cfg::SmemLayoutQ{}); }
   CUTE_DEVICE auto tensor_k() { return make_tensor(make_smem_ptr(k.data()), typename Cfg::SmemLayoutK{}); }
@@ -335,9 +348,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   pp.transaction_bytes = Cfg::kBytesV;
   Pipeline pipe_v(ss.pipe_v, pp, Shape<_1, _1, _1>{});
   if (threadIdx.x == 0) {
-    Barrier::init(&ss.q_full, 1);
-    // Arrivals that free Q: lane 0 of each consumer warp, after its last Q·Kᵀ of the tile completed.
-    PlainBarrier::init(&ss.q_empty, Cfg::kConsumerThreads / cutlass::NumThreadsPerWarp);
+    for (int i = 0; i < Cfg::kQStages; ++i) {
+      Barrier::init(&ss.q_full[i], 1);
+      // Arrivals that free a Q buffer: lane 0 of each consumer warp, after its last Q·Kᵀ of the tile.
+      PlainBarrier::init(&ss.q_empty[i], Cfg::kConsumerThreads / cutlass::NumThreadsPerWarp);
+    }
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
@@ -358,7 +373,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     auto tma_q = p.tma_q.get_slice(0);
     auto tma_k = p.tma_k.get_slice(0);
     auto tma_v = p.tma_v.get_slice(0);
-    Tensor tQs = tma_q.partition_D(sQ);
+    Tensor tQs = tma_q.partition_D(sQ);  // (TMA, _, _, Q buffer)
     Tensor tKs = tma_k.partition_D(sK);  // (TMA, _, _, stage)
     Tensor tVs = tma_v.partition_D(sVt);
 
@@ -404,10 +419,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       KvTileCoord c = coord(n);
       load_k(c);
       // Q goes after the tile's first K: K/V stages free up while the consumers still read the
-      // previous tile's Q, which is released only after its last Q·Kᵀ.
-      if (q_loads > 0) PlainBarrier::wait(&ss.q_empty, (q_loads - 1) & 1);
-      Barrier::arrive_and_expect_tx(&ss.q_full, Cfg::kBytesQ);
-      copy(p.tma_q.with(ss.q_full), tQg, tQs);
+      // Q buffer it refills, which is released only after the last Q·Kᵀ of its previous tile.
+      {
+        const int qb = q_loads % Cfg::kQStages;
+        if (q_loads >= Cfg::kQStages) PlainBarrier::wait(&ss.q_empty[qb], (q_loads / Cfg::kQStages - 1) & 1);
+        Barrier::arrive_and_expect_tx(&ss.q_full[qb], Cfg::kBytesQ);
+        copy(p.tma_q.with(ss.q_full[qb]), tQg, tQs(_, _, _, qb));
+      }
       ++q_loads;
       if constexpr (Cfg::kKvLookahead) {
         // K(n) then V(n+1): K and V keep their own pipeline states. (V's coordinates are asked
@@ -442,7 +460,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto thr_s = mma_s.get_thread_slice(tidx);
   auto thr_o = mma_o.get_thread_slice(tidx);
 
-  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // descriptors (MMA, 1, K)
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // descriptors (MMA, 1, K, Q buffer)
   Tensor tSrK = thr_s.partition_fragment_B(sK);   // descriptors (MMA, 1, K, stage)
   Tensor tOrV = thr_o.partition_fragment_B(sVt);  // descriptors (MMA, 1, K, stage)
   Tensor tSrS = partition_fragment_C(mma_s, typename Cfg::TileS{});
@@ -482,13 +500,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   int head_split = 0, split_only = 0;
 
   // GEMM issue helpers: they only issue and commit one wgmma batch; the caller waits.
+  int qb = 0;  // the current work tile's Q buffer
   auto issue_s = [&](int stage) CUTLASS_LAMBDA_FUNC_INLINE {
     mma_s.accumulate_ = GMMA::ScaleOut::Zero;
     warpgroup_fence_operand(tSrS);
     warpgroup_arrive();
     CUTE_UNROLL
     for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
-      gemm(mma_s, tSrQ(_, _, kb), tSrK(_, _, kb, stage), tSrS);
+      gemm(mma_s, tSrQ(_, _, kb, Cfg::kQStages == 1 ? 0 : qb), tSrK(_, _, kb, stage), tSrS);
       mma_s.accumulate_ = GMMA::ScaleOut::One;
     }
     warpgroup_commit_batch();
@@ -577,7 +596,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   };
   // After this warp's last Q·Kᵀ of a tile completed: lane 0 frees Q for the producer.
   auto release_q = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
-    if (threadIdx.x % cutlass::NumThreadsPerWarp == 0) PlainBarrier::arrive(&ss.q_empty);
+    if (threadIdx.x % cutlass::NumThreadsPerWarp == 0) PlainBarrier::arrive(&ss.q_empty[qb]);
   };
 
   // Ping-pong (round robin with three) between the consumer warpgroups: each issues its GEMMs
@@ -631,7 +650,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
 
     if (kr.end > kr.begin) {
-      Barrier::wait(&ss.q_full, q_loads & 1);
+      qb = Cfg::kQStages == 1 ? 0 : q_loads % Cfg::kQStages;
+      Barrier::wait(&ss.q_full[qb], (q_loads / Cfg::kQStages) & 1);
       if (pingpong && wg == kWGs - 1 && q_loads == 0)
         cutlass::arch::NamedBarrier::arrive(kTurnThreads, kTurnBarrier + 0);
       ++q_loads;

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -101,7 +102,7 @@ Status launch_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   if (sms < 1) return Status::Invalid("sm90 attention: the device's SM count must be set (sm_count)");
   MaskLocal mask;
   mask.left = a.window_left, mask.right = a.window_right, mask.chunk = a.chunk_size;
-  Params p{make_tma_copy(SM90_TMA_LOAD{}, q, typename Cfg::SmemLayoutQ{}),
+  Params p{make_tma_copy(SM90_TMA_LOAD{}, q, take<0, 2>(typename Cfg::SmemLayoutQ{})),
            make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(typename Cfg::SmemLayoutK{})),
            make_tma_copy(SM90_TMA_LOAD{}, vt, take<0, 2>(typename Cfg::SmemLayoutVt{})),
            static_cast<Element*>(a.o), a.o_batch, a.o_row, a.o_head,
@@ -139,6 +140,32 @@ Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
       FwdConfig<Element, kHeadDim, kCausal, 2, sm90_kv_block(kHeadDim), 2, kHeadDimV>,
       std::conditional_t<kBlockN == 0, FwdConfig<Element, kHeadDim, kCausal>,
                          FwdConfig<Element, kHeadDim, kCausal, 2, kBlockN, 2>>>;
+  // TEMPORARY (same-call A/B of two Q buffers at d64, to be removed): ATTNKIT_SM90_Q1=1 runs the
+  // d64 bf16 none / causal variants with one Q buffer.
+  if constexpr (kHeadDim == 64 && kHeadDimV == 64 && !Kv::kPaged && std::is_same_v<Element, cutlass::bfloat16_t> &&
+                (std::is_same_v<Mask, MaskCausal> || std::is_same_v<Mask, MaskNone>)) {
+    static const bool q1 = std::getenv("ATTNKIT_SM90_Q1") != nullptr && std::getenv("ATTNKIT_SM90_Q1")[0] == '1';
+    if (q1) {
+      if constexpr (kCausal)
+        if (a.causal_pairs)
+          return launch_fwd<FwdConfig<Element, 64, true, 2, 128, 3, 64, 1>, PersistentCausalPairScheduler, Mask,
+                            Mod, Sinks, Kv>(a, stream);
+      return launch_fwd<FwdConfig<Element, 64, kCausal, 3, 128, 3, 64, 1>, SchedulerFor<kHeadDim, kCausal>, Mask,
+                        Mod, Sinks, Kv>(a, stream);
+    }
+  }
+  // TEMPORARY (same-call A/B, to be removed): ATTNKIT_SM90_D128Q2=<rows> runs d128 bf16 none / causal
+  // with two KV stages and two Q buffers up to that many query rows.
+  if constexpr (kHeadDim == 128 && kHeadDimV == 128 && !Kv::kPaged && std::is_same_v<Element, cutlass::bfloat16_t> &&
+                (std::is_same_v<Mask, MaskCausal> || std::is_same_v<Mask, MaskNone>)) {
+    static const long rows = std::getenv("ATTNKIT_SM90_D128Q2") ? std::atol(std::getenv("ATTNKIT_SM90_D128Q2")) : 0;
+    if (a.sq <= rows) {
+      using C2 = FwdConfig<Element, 128, kCausal, 2, 128, 2, 128, 2>;
+      if constexpr (kCausal)
+        if (a.causal_pairs) return launch_fwd<C2, PersistentCausalPairScheduler, Mask, Mod, Sinks, Kv>(a, stream);
+      return launch_fwd<C2, SchedulerFor<kHeadDim, kCausal>, Mask, Mod, Sinks, Kv>(a, stream);
+    }
+  }
   if constexpr (std::is_same_v<Mask, MaskCausal> && !Kv::kPaged && kHeadDim == kHeadDimV &&
                 (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256)) {
     if (a.causal_pairs) {
