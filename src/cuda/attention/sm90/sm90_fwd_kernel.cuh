@@ -31,8 +31,8 @@
 // Grid: from the scheduler (sm90_tile_scheduler.h): persistent, at most one CTA per SM looping over
 // work tiles (no mask; causal up to 8192 query rows, in pairs of a long and a short query tile;
 // causal at d64 from 1k up), or one CTA per tile, longest first (causal at d128 / d256 beyond).
-// The K/V pipelines run on across tiles. Q has two buffers where shared memory allows (d64, d96:
-// FwdConfig::kQStages), so the next tile's Q loads while the current tile runs; otherwise one,
+// The K/V pipelines run on across tiles. Q has two buffers in the d64 causal variant
+// (FwdConfig::kQStages), so the next tile's Q loads while the current tile runs; otherwise one,
 // refilled for the next tile as soon as every consumer warp has finished its last Q·Kᵀ of the
 // current one (q_empty), so the next tile's loads overlap the current tile's last P·V and epilogue. (Prefetching the next tile's Q into L2
 // when the current tile starts measured 0.5-3% slower on H100, most at d256. Clusters of two CTAs
@@ -93,9 +93,12 @@ using namespace cute;
 // Measured on H100 (FA3 shapes, same run): D=64 with three warpgroups ran 1.01-1.26x faster than
 // with two (least at 512 tokens, 1.14-1.26x from 2k up), causal or not.
 // kHeadDim is Q's and K's head dim, kHeadDimV V's and O's (192 / 128: DeepSeek-style heads).
-template <class Element_, int kHeadDim_, bool kCausal_, int kConsumerWGs_ = kHeadDim_ == 64 ? 3 : 2,
-          int kBlockN_ = sm90_kv_block(kHeadDim_), int kStages_ = kHeadDim_ <= 128 ? 3 : 2,
-          int kHeadDimV_ = kHeadDim_, int kQStages_ = 0>
+constexpr int sm90_consumer_wgs(int d) { return d == 64 ? 3 : 2; }
+constexpr int sm90_kv_stages(int d) { return d <= 128 ? 3 : 2; }
+
+template <class Element_, int kHeadDim_, bool kCausal_, int kConsumerWGs_ = sm90_consumer_wgs(kHeadDim_),
+          int kBlockN_ = sm90_kv_block(kHeadDim_), int kStages_ = sm90_kv_stages(kHeadDim_),
+          int kHeadDimV_ = kHeadDim_, int kQStages_ = 1>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -126,12 +129,9 @@ struct FwdConfig {
   static constexpr bool kKvLookahead = kHeadDim > 128;
   // Q buffers: with two, the producer loads the next work tile's Q as soon as that tile's first K
   // is issued, instead of after every consumer warp's last Q·Kᵀ of the current tile, so Q's load
-  // latency is off the path between tiles (which short sequences cross every few KV tiles). Two
-  // where shared memory allows (0 = that default): d64 and d96; at d128 / d256 the K / V stages
-  // leave no room for a second Q.
-  static constexpr int kQBytesEach = 64 * kConsumerWGs * kHeadDim * int(sizeof(Element));
-  static constexpr int kKvBytes = kStages * kBlockN * (kHeadDim + kHeadDimV) * int(sizeof(Element));
-  static constexpr int kQStages = kQStages_ > 0 ? kQStages_ : (2 * kQBytesEach + kKvBytes <= 200 * 1024 ? 2 : 1);
+  // latency leaves the path between tiles. Which variants take two: run_fwd (sm90_fwd_launch.cuh);
+  // at d128 / d256 the K / V stages leave no shared memory for a second Q.
+  static constexpr int kQStages = kQStages_;
   static_assert(kQStages == 1 || kQStages == 2);
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kThreads = 128 + kConsumerThreads;

@@ -9,7 +9,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -135,41 +134,26 @@ template <class Element, int kHeadDim, int kHeadDimV, class Mask, class Mod, cla
           int kBlockN = 0>
 Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr bool kCausal = !std::is_same_v<Mask, MaskNone>;
+  // Two Q buffers (FwdConfig::kQStages) for the d64 causal variant only. Measured on H100 (FA3
+  // shapes, bf16, same call, two interleaved runs per side, session 7): causal 1.005-1.043x from
+  // 512 to 8k (16k 1.10x, but each side's two runs there spread 9%), geomean 1.033x; without a
+  // mask 0.98-1.02x, geomean 0.995x, so that variant keeps one. At d128, two KV stages to make
+  // room for a second Q ran 0.89-1.05x (geomean 0.965x). Not measured: local, paged, d96.
+  constexpr int kQStages =
+      kHeadDim == 64 && kHeadDimV == 64 && std::is_same_v<Mask, MaskCausal> && !Kv::kPaged ? 2 : 1;
   using Cfg = std::conditional_t<
       kHeadDim != kHeadDimV,
       FwdConfig<Element, kHeadDim, kCausal, 2, sm90_kv_block(kHeadDim), 2, kHeadDimV>,
-      std::conditional_t<kBlockN == 0, FwdConfig<Element, kHeadDim, kCausal>,
+      std::conditional_t<kBlockN == 0,
+                         FwdConfig<Element, kHeadDim, kCausal, sm90_consumer_wgs(kHeadDim),
+                                   sm90_kv_block(kHeadDim), sm90_kv_stages(kHeadDim), kHeadDimV, kQStages>,
                          FwdConfig<Element, kHeadDim, kCausal, 2, kBlockN, 2>>>;
-  // TEMPORARY (same-call A/B of two Q buffers at d64, to be removed): ATTNKIT_SM90_Q1=1 runs the
-  // d64 bf16 none / causal variants with one Q buffer.
-  if constexpr (kHeadDim == 64 && kHeadDimV == 64 && !Kv::kPaged && std::is_same_v<Element, cutlass::bfloat16_t> &&
-                (std::is_same_v<Mask, MaskCausal> || std::is_same_v<Mask, MaskNone>)) {
-    static const bool q1 = std::getenv("ATTNKIT_SM90_Q1") != nullptr && std::getenv("ATTNKIT_SM90_Q1")[0] == '1';
-    if (q1) {
-      if constexpr (kCausal)
-        if (a.causal_pairs)
-          return launch_fwd<FwdConfig<Element, 64, true, 2, 128, 3, 64, 1>, PersistentCausalPairScheduler, Mask,
-                            Mod, Sinks, Kv>(a, stream);
-      return launch_fwd<FwdConfig<Element, 64, kCausal, 3, 128, 3, 64, 1>, SchedulerFor<kHeadDim, kCausal>, Mask,
-                        Mod, Sinks, Kv>(a, stream);
-    }
-  }
-  // TEMPORARY (same-call A/B, to be removed): ATTNKIT_SM90_D128Q2=<rows> runs d128 bf16 none / causal
-  // with two KV stages and two Q buffers up to that many query rows.
-  if constexpr (kHeadDim == 128 && kHeadDimV == 128 && !Kv::kPaged && std::is_same_v<Element, cutlass::bfloat16_t> &&
-                (std::is_same_v<Mask, MaskCausal> || std::is_same_v<Mask, MaskNone>)) {
-    static const long rows = std::getenv("ATTNKIT_SM90_D128Q2") ? std::atol(std::getenv("ATTNKIT_SM90_D128Q2")) : 0;
-    if (a.sq <= rows) {
-      using C2 = FwdConfig<Element, 128, kCausal, 2, 128, 2, 128, 2>;
-      if constexpr (kCausal)
-        if (a.causal_pairs) return launch_fwd<C2, PersistentCausalPairScheduler, Mask, Mod, Sinks, Kv>(a, stream);
-      return launch_fwd<C2, SchedulerFor<kHeadDim, kCausal>, Mask, Mod, Sinks, Kv>(a, stream);
-    }
-  }
   if constexpr (std::is_same_v<Mask, MaskCausal> && !Kv::kPaged && kHeadDim == kHeadDimV &&
                 (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256)) {
     if (a.causal_pairs) {
-      using PairCfg = std::conditional_t<kHeadDim == 64, FwdConfig<Element, 64, true, 2>, Cfg>;
+      using PairCfg = std::conditional_t<
+          kHeadDim == 64,
+          FwdConfig<Element, 64, true, 2, sm90_kv_block(64), sm90_kv_stages(64), 64, kQStages>, Cfg>;
       return launch_fwd<PairCfg, PersistentCausalPairScheduler, Mask, Mod, Sinks, Kv>(a, stream);
     }
   }
