@@ -2,7 +2,7 @@
 // chunk-output stage against the bytes it must move, the whole chunked forward, and a
 // device-to-device copy as the bandwidth ceiling. Shapes follow the fla anchors (Qwen3-Next's
 // linear-attention layers: H = 16, HV = 32, K = V = 128, bf16). Median of many event-timed runs,
-// each after a 256 MB L2 flush as `attnkit bench` times (median_ms), and back to back beside it;
+// each after a 256 MB L2 flush as `attnkit bench` times (time_ms), and back to back beside it;
 // GB/s columns also as a share of the copy measured in the same run.
 // The per-stage columns time the public stage ops (gdn_kkt_inverse, gdn_state_pass writing h and
 // V_new, gdn_chunk_output reading them); the forward itself runs the fused intra kernel and the
@@ -24,6 +24,7 @@
 
 #include "attnkit/gdn.h"
 #include "testkit/buffer.h"
+#include "testkit/timing.h"
 
 using namespace attnkit;
 using testkit::Buffer;
@@ -39,41 +40,23 @@ namespace {
     }                                                                                  \
   } while (0)
 
-// Timing as `attnkit bench` and triton.testing.do_bench time (the anchors): 256 MB of zeros
-// written over a scratch buffer before each call, the event pair around the call alone, so each
-// call starts with L2 full of other, dirty lines and the GPU busy up to its start (the host's cost
-// per call does not show). With flush = false, calls run back to back, each after the previous
-// one has finished (the GPU idles while the host prepares the call): this program's method
-// before, kept for comparison with earlier numbers.
-void* g_flush = nullptr;
-constexpr size_t kFlushBytes = size_t{256} * 1000 * 1000;
-
-double median_ms(const std::function<void()>& fn, int reps = 50, bool flush = true) {
-  for (int i = 0; i < 5; ++i) fn();
-  CK(cudaDeviceSynchronize());
-  std::vector<float> t(reps);
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < reps; ++i) {
-    if (flush) CK(cudaMemsetAsync(g_flush, 0, kFlushBytes));
-    CK(cudaEventRecord(a));
-    fn();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    CK(cudaEventElapsedTime(&t[i], a, b));
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[reps / 2];
-}
-
 void check(const Status& s, const char* what) {
   if (!s.ok()) {
     std::fprintf(stderr, "%s: %s\n", what, s.message().c_str());
     std::exit(1);
   }
+}
+
+// Median of `reps` event-timed calls (testkit/timing.h, as `attnkit bench` times): with flush, each
+// call after a 256 MB L2 flush, the method of the anchors; without, queued back to back (warm L2,
+// no host gaps; before session 7 this program synchronised after each such call instead, so the
+// GPU idled while the host prepared the next one).
+double time_ms(const std::function<void()>& fn, int reps = 50, bool flush = true) {
+  std::vector<double> t;
+  check(testkit::time_calls([&](int) { fn(); return Status::Ok(); }, 5, reps,
+                            flush ? testkit::Flush::kL2 : testkit::Flush::kNone, &t),
+        "timing");
+  return testkit::median_ms(t);
 }
 
 Buffer dev_normal(DType dt, std::vector<int64_t> shape, std::mt19937_64& rng, float sd = 1.f) {
@@ -111,7 +94,6 @@ int main(int argc, char** argv) {
     uint64_t keep = ~uint64_t(0);
     CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   }
-  CK(cudaMalloc(&g_flush, kFlushBytes));
   double copy_gbs = 0;  // the device-to-device copy of this run: the ceiling every row is a share of
   if (only.empty() || std::find(only.begin(), only.end(), "copy") != only.end()) {
     const size_t bytes = size_t(1) << 30;
@@ -119,7 +101,7 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&x, bytes));
     CK(cudaMalloc(&y, bytes));
     CK(cudaMemset(x, 1, bytes));
-    const double ms = median_ms([&] { CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice)); }, 20, false);
+    const double ms = time_ms([&] { CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice)); }, 20, false);
     copy_gbs = 2.0 * bytes / ms / 1e6;
     std::printf("%-28s %9.4f ms  %8.1f GB/s (read+write)\n", "copy 1 GiB", ms, copy_gbs);
     CK(cudaFree(x));
@@ -161,7 +143,7 @@ int main(int argc, char** argv) {
     // A copy of the same bytes (read + write) timed alike: what this size allows under the method.
     {
       const size_t n = pool[0].bytes();
-      const double ms = median_ms([&] {
+      const double ms = time_ms([&] {
         const Buffer& src = pool[it++ % pools];
         CK(cudaMemcpyAsync(pool[it % pools].data(), src.data(), n, cudaMemcpyDeviceToDevice));
       }, 100);
@@ -169,7 +151,7 @@ int main(int argc, char** argv) {
                   bytes / ms / 1e6, pct(bytes / ms / 1e6));
     }
     // The decode step, flushed and back to back.
-    const double ms = median_ms(run, 100), ms_b2b = median_ms(run, 100, false);
+    const double ms = time_ms(run, 100), ms_b2b = time_ms(run, 100, false);
     std::printf("decode B=%-4ld %-16s %9.4f ms  %8.1f GB/s (%.1f%% of copy) | back to back %.4f ms %.1f GB/s (%.1f%%)\n",
                 long(B), "gdn_decode_step", ms, bytes / ms / 1e6, pct(bytes / ms / 1e6), ms_b2b, bytes / ms_b2b / 1e6,
                 pct(bytes / ms_b2b / 1e6));
@@ -208,14 +190,14 @@ int main(int argc, char** argv) {
     if (!cu.empty()) a.cu_seqlens = cu.view();
     a.final_state = fin.view();
     a.o = o.view();
-    const double ms = median_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
+    const double ms = time_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
     // The same forward with the mma.sync kernels (what non-Hopper GPUs run).
     setenv("ATTNKIT_GDN_NO_WGMMA", "1", 1);
-    const double ms_mma = median_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
+    const double ms_mma = time_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
     unsetenv("ATTNKIT_GDN_NO_WGMMA");
     // Only the intra stage on mma.sync (one CTA per value head): the WGMMA intra kernel's gain.
     setenv("ATTNKIT_GDN_INTRA_NO_WGMMA", "1", 1);
-    const double ms_mma_intra = median_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
+    const double ms_mma_intra = time_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
     unsetenv("ATTNKIT_GDN_INTRA_NO_WGMMA");
     // Stages alone, on bf16 intermediates as the forward keeps them.
     TensorView cuv = cu.empty() ? TensorView{} : cu.view();
@@ -224,18 +206,18 @@ int main(int argc, char** argv) {
     Buffer w(DType::kBFloat16, {1, T, HV, D}, cuda(0)), u(DType::kBFloat16, {1, T, HV, D}, cuda(0));
     Buffer ainv(DType::kBFloat16, {1, T, HV, 64}, cuda(0));
     check(gdn_kkt_inverse({k.view(), beta.view(), gc.view(), cuv, ainv.view()}), "kkt");
-    const double ms_kkt = median_ms([&] { check(gdn_kkt_inverse({k.view(), beta.view(), gc.view(), cuv, ainv.view()}), "kkt"); }, 20);
+    const double ms_kkt = time_ms([&] { check(gdn_kkt_inverse({k.view(), beta.view(), gc.view(), cuv, ainv.view()}), "kkt"); }, 20);
     check(gdn_wu({k.view(), v.view(), beta.view(), gc.view(), ainv.view(), cuv, w.view(), u.view()}), "wu");
     Buffer h(DType::kBFloat16, {C, HV, D, D}, cuda(0)), vn(DType::kBFloat16, {1, T, HV, D}, cuda(0));
     GdnStateArgs sa{k.view(), w.view(), u.view(), gc.view(), cuv, {}, h.view(), vn.view(), {}};
-    const double ms_h = median_ms([&] { check(gdn_state_pass(sa), "state"); }, 20);
+    const double ms_h = time_ms([&] { check(gdn_state_pass(sa), "state"); }, 20);
     GdnOutputArgs oa{q.view(), k.view(), vn.view(), h.view(), gc.view(), cuv, o.view()};
     // The chunk-output stage op: its default kernel (WGMMA/TMA on sm_90) and the mma.sync one
     // (ATTNKIT_GDN_NO_WGMMA=1), flushed and back to back.
     auto out = [&] { check(gdn_chunk_output(oa), "output"); };
-    const double ms_o = median_ms(out, 50), ms_o_b2b = median_ms(out, 50, false);
+    const double ms_o = time_ms(out, 50), ms_o_b2b = time_ms(out, 50, false);
     setenv("ATTNKIT_GDN_NO_WGMMA", "1", 1);
-    const double ms_o_old = median_ms(out, 50), ms_o_old_b2b = median_ms(out, 50, false);
+    const double ms_o_old = time_ms(out, 50), ms_o_old_b2b = time_ms(out, 50, false);
     unsetenv("ATTNKIT_GDN_NO_WGMMA");
     const double bytes_o = (2.0 * T * H * D + 2.0 * T * HV * D + double(C) * HV * D * D) * 2 + T * HV * 4.0;
     std::printf("forward %-12s T=%-6ld   %9.4f ms  %8.2f Mtok/s | kkt+inv %.4f ms  state %.4f ms | mma.sync fwd %.4f ms, mma intra %.4f ms\n",
@@ -245,6 +227,5 @@ int main(int argc, char** argv) {
                   c.name, name, a, bytes_o / a / 1e6, pct(bytes_o / a / 1e6), b, bytes_o / b / 1e6,
                   pct(bytes_o / b / 1e6));
   }
-  CK(cudaFree(g_flush));
   return 0;
 }

@@ -21,6 +21,7 @@
 #include "flags.h"
 #include "gpu.h"
 #include "table.h"
+#include "testkit/timing.h"
 
 namespace attnkit::cli {
 namespace {
@@ -245,18 +246,11 @@ std::vector<Item> shape_set(const std::string& set, bool gpu) {
 
 // ---------------------------------------------------------------- timing
 
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // fn(call) runs one call; call numbers let it rotate through input sets.
 Status time_calls(const Env& env, const std::function<Status(int)>& fn, double* ms) {
   std::vector<double> t;
   if (env.gpu) {
-    ATTNKIT_RETURN_IF_ERROR(gpu::time_with_events(fn, env.warmup, env.repeats, &t));
+    ATTNKIT_RETURN_IF_ERROR(testkit::time_calls(fn, env.warmup, env.repeats, testkit::Flush::kL2, &t));
   } else {
     int call = 0;
     for (int i = 0; i < env.warmup; ++i) ATTNKIT_RETURN_IF_ERROR(fn(call++));
@@ -267,7 +261,7 @@ Status time_calls(const Env& env, const std::function<Status(int)>& fn, double* 
                       .count());
     }
   }
-  *ms = median(t);
+  *ms = testkit::median_ms(t);
   return Status::Ok();
 }
 

@@ -1,12 +1,11 @@
-// The few CUDA runtime calls the attnkit program makes itself (device facts, event timing, raw
-// copies), behind plain functions so that the commands build the same with or without CUDA.
+// The few CUDA runtime calls the attnkit program makes itself (device facts, raw copies), behind
+// plain functions so that the commands build the same with or without CUDA. (Event timing is
+// testkit/timing.h, shared with bench/gdn_bench.)
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
-#include <vector>
 
 #include "attnkit/status.h"
 
@@ -28,12 +27,5 @@ Status synchronize();
 // After a CUDA error: false when the context is unusable (a sticky error such as an illegal
 // address), so that no later allocation aborts the program.
 bool context_usable();
-
-// Runs fn `warmup` times, then `repeats` times, each timed with a pair of CUDA events on the
-// default stream after 256 MB of zeros were written to a scratch buffer (the method of
-// triton.testing.do_bench, which times the anchors); per-call milliseconds go to *ms. Stops at the
-// first failing call.
-Status time_with_events(const std::function<Status(int)>& fn, int warmup, int repeats,
-                        std::vector<double>* ms);
 
 }  // namespace attnkit::cli::gpu
