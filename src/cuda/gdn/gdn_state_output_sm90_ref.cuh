@@ -1,0 +1,674 @@
+// TEMPORARY (A/B only, removed before merge): main's fused kernel as it was (P loaded from the
+// intra stage, one hand-off buffer), selected by ATTNKIT_GDN_SO_REF=1 for a same-binary timing.
+// Stages 4 and 5 fused on Hopper (sm_90a): the sequential state pass with the chunk output, on
+// WGMMA with TMA loads (kernel and launcher; state_output_sm90.cu dispatches). Same math as
+// gdn_state_output.cuh (the mma.sync version, which other GPUs run); precision differs in two
+// places: the output uses S to ~16 bits (hi + lo) instead of S rounded to 16 bits, and W S uses S
+// rounded to 16 bits (S_hi) instead of hi + lo. The second halves the chain's first product, which
+// sits on the sequential critical path: bench/gdn_chain_probe measured a transposed version of the
+// chain at 1.35 us per chunk step with hi + lo there and 0.91 us with S_hi alone, for a relative
+// error of the state after 1024 steps of 1.9e-4 instead of 2.6e-6 (H100); the update's ṽ keeps its
+// lo halves (without them: 1.7e-3).
+//
+// One CTA per (sequence, value head, 32-column slice of V), three warpgroups; the CTAs of a
+// (sequence, value head) may form a cluster that shares the q/k-head tiles through TMA multicast.
+// - WG2, producer: one thread walks the sequence's chunks and issues the TMA loads of each chunk's
+//   W, Kᵀ, Q, P (whole tiles, each cluster CTA loading its share), the CTA's 64 x 32 slice of U
+//   and the chunk's gates into a kStages-deep ring (full barriers carry the transaction bytes;
+//   every consumer warp of the cluster releases a stage through its empty barriers).
+// - WG0, state: holds S (128 keys x 32 values) in fp32 WGMMA accumulators as two parts,
+//   S = Sa + Sb (columns 0-31 and 32-63 of a 128 x 64 accumulator): Sa accumulates the products
+//   with the hi halves of ṽ, Sb those with the lo halves, so one m64n64 WGMMA chain does both.
+//   Per chunk:
+//     VN = W S_hi (64 x 32: 8 WGMMAs over the keys; S_hi as this warpgroup published it in shared
+//       memory), v_new = U - VN;
+//     ṽ = diag(exp(g_last - g)) v_new, stored as [ṽ_hi | ṽ_lo] (v_new itself in 16 bits, for WG1);
+//     S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo] (M = 128 keys: 2 x 4 WGMMAs, A = Kᵀ MN-major);
+//     S_hi and S_lo of the new state published for the next chunk.
+//   No cross-warp reduction: each WGMMA spans the warpgroup. The epilogues are on the critical
+//   path, so they use shared-window offsets computed once and 16-bit pairs.
+// - WG1, output: O = scale (diag(exp(g)) (Q S_hi + Q S_lo) + P v_new), the first products while
+//   WG0 computes VN, the last while WG0 updates S; rows < len are stored from registers.
+// Hand-offs: named barrier kBarS (S of chunk c published; WG1 done with chunk c - 1) and kBarV
+// (ṽ and v_new written; WG1 done with Q S of chunk c), both warpgroups syncing once per chunk,
+// so S, ṽ and v_new need one buffer each.
+// Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
+// the tensor's end): W, Q, P, U and g rows only reach rows that are never stored or are selected
+// away; Kᵀ columns past len are zeroed in shared memory before the update, since they multiply
+// ṽ rows that are 0 and 0 x NaN need not be 0.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/numeric_types.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <type_traits>
+
+#include "attnkit/status.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/gdn/gdn_device.cuh"
+#include "cuda/gdn/gdn_kernels.h"
+
+namespace attnkit::gdn_cuda::sm90ref {
+
+using namespace cute;
+
+template <class E, int kCluster_, int kStages_ = 3>
+struct SoCfg {
+  using Element = E;
+  static constexpr int kStages = kStages_;
+  // CTAs of one (sequence, value head) in a cluster: each loads 1/kCluster of the shared tiles
+  // (W, Kᵀ, Q, P) and multicasts it to all of them.
+  static constexpr int kCluster = kCluster_;
+  static_assert(kCluster == 1 || kCluster == 2);
+  static constexpr int kThreads = 384;
+  // setmaxnreg budgets: the CTA starts with 168 registers per thread; the producer gives back
+  // what the state warpgroup (accumulators S 128 x 64 and VN 64 x 64) and the output warpgroup
+  // take: (168 - 40) x 128 >= (232 - 168) x 128 + (232 - 168) x 128.
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kStateRegs = 232;
+  static constexpr int kOutputRegs = 232;
+  static_assert(kProducerRegs + kStateRegs + kOutputRegs <= 3 * 168);
+  // (row, key) tiles, keys contiguous: W and Q, the K-major A operands of W S and Q S.
+  using LayRowsD = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _128>{}));
+  // Kᵀ as (key, row), keys contiguous: the MN-major A operand of Kᵀ ṽ.
+  using LayKt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_128, _64>{}));
+  // P (i, j), j contiguous: K-major A of P v_new.
+  using LayP = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _64>{}));
+  // The CTA's U slice (row, value), read by the VN epilogue only.
+  using LayU = decltype(tile_to_shape(GMMA::Layout_K_SW64_Atom<E>{}, Shape<_64, _32>{}));
+  // Gates of 4 heads (the 16-byte aligned group holding this one) x 64 rows.
+  using LayG = Layout<Shape<_4, _64>>;
+  // S_hi and S_lo, each as (value, key), values contiguous: MN-major B of W S_hi and Q S.
+  using LayS = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _128>{}));
+  // [ṽ_hi | ṽ_lo] as (value', row): MN-major B of Kᵀ ṽ.
+  using LayVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_64, _64>{}));
+  // v_new as (value, row): MN-major B of P v_new.
+  using LayVn = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _64>{}));
+
+  using MmaRowsS = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _128>, GMMA::Major::K, GMMA::Major::MN>()));
+  using MmaRows32 = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _64>, GMMA::Major::K, GMMA::Major::MN>()));
+  using MmaKeys = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<E, E, float, Shape<_64, _64, _64>, GMMA::Major::MN, GMMA::Major::MN>()));
+
+  // Global tensors as TMA sees them: (rows, D, heads, batch) with D contiguous; Kᵀ as (D, rows,
+  // heads, batch); gates (padded heads, rows, batch) with heads contiguous.
+  template <int D>
+  using ShapeRows = Shape<int32_t, Int<D>, int32_t, int32_t>;
+  using StrideRows = Stride<int64_t, _1, int64_t, int64_t>;
+  using ShapeT = Shape<_128, int32_t, int32_t, int32_t>;
+  using StrideT = Stride<_1, int64_t, int64_t, int64_t>;
+  using ShapeG = Shape<int32_t, int32_t, int32_t>;
+  using StrideG = Stride<_1, int64_t, int64_t>;
+  template <int D>
+  using GRows = decltype(make_tensor(make_gmem_ptr(static_cast<E const*>(nullptr)), ShapeRows<D>{}, StrideRows{}));
+
+  using SharedLoad = std::conditional_t<kCluster == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
+  using TmaRows = decltype(make_tma_copy(SharedLoad{}, GRows<128>{}, LayRowsD{}, Int<kCluster>{}));
+  using TmaU = decltype(make_tma_copy(SM90_TMA_LOAD{}, GRows<128>{}, LayU{}));
+  using TmaP = decltype(make_tma_copy(SharedLoad{}, GRows<64>{}, LayP{}, Int<kCluster>{}));
+  using TmaKt = decltype(make_tma_copy(
+      SharedLoad{}, make_tensor(make_gmem_ptr(static_cast<E const*>(nullptr)), ShapeT{}, StrideT{}), LayKt{},
+      Int<kCluster>{}));
+  using TmaG = decltype(make_tma_copy(
+      SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<float const*>(nullptr)), ShapeG{}, StrideG{}), LayG{}));
+
+  static constexpr uint32_t kStageBytes =
+      (3 * 64 * 128 + 64 * 64 + 64 * 32) * sizeof(E) + 4 * 64 * sizeof(float);
+};
+
+template <class Cfg>
+struct SoSmem {
+  using E = typename Cfg::Element;
+  static constexpr int S = Cfg::kStages;
+  cute::array_aligned<E, 64 * 128, 1024> w[S];
+  cute::array_aligned<E, 64 * 128, 1024> kt[S];
+  cute::array_aligned<E, 64 * 128, 1024> q[S];
+  cute::array_aligned<E, 64 * 64, 1024> p[S];
+  cute::array_aligned<E, 32 * 128, 1024> s_hi;  // S as 16-bit hi halves ...
+  cute::array_aligned<E, 32 * 128, 1024> s_lo;  // ... and the lo halves (S = hi + lo to ~16 bits)
+  cute::array_aligned<E, 64 * 64, 1024> vt;   // [ṽ_hi | ṽ_lo]
+  cute::array_aligned<E, 32 * 64, 1024> u[S];
+  cute::array_aligned<E, 32 * 64, 1024> vn;
+  cute::array_aligned<float, 4 * 64, 128> g[S];
+  alignas(8) uint64_t full[S];
+  alignas(8) uint64_t empty[S];
+};
+
+template <class Cfg>
+struct SoParams {
+  typename Cfg::TmaRows tma_w, tma_q;
+  typename Cfg::TmaU tma_u;
+  typename Cfg::TmaP tma_p;
+  typename Cfg::TmaKt tma_kt;
+  typename Cfg::TmaG tma_g;
+  int rows, batches, H, HV, group, heads_g;
+  SeqLayout L;
+  typename Cfg::Element* o;
+  int64_t o_sb, o_st, o_sh;
+  int o_pair;  // 1: o takes 4-byte stores of adjacent values
+  StateT init, fin;
+  float scale;
+};
+
+// 32-bit shared-memory accesses by shared-window address: the epilogues use offsets computed once
+// per thread (CuTe's swizzled indexing through generic pointers cost ~100 instructions per element
+// on the chunk loop's critical path).
+CUTE_DEVICE void sts32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+CUTE_DEVICE uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+template <class E>
+CUTE_DEVICE uint32_t pack2f(float lo, float hi);
+template <>
+CUTE_DEVICE uint32_t pack2f<cutlass::bfloat16_t>(float lo, float hi) {
+  const __nv_bfloat162 x = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&x);
+}
+template <>
+CUTE_DEVICE uint32_t pack2f<cutlass::half_t>(float lo, float hi) {
+  const __half2 x = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&x);
+}
+template <class E>
+CUTE_DEVICE float2 unpack2f(uint32_t v);
+template <>
+CUTE_DEVICE float2 unpack2f<cutlass::bfloat16_t>(uint32_t v) {
+  return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
+}
+template <>
+CUTE_DEVICE float2 unpack2f<cutlass::half_t>(uint32_t v) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&v));
+}
+// x0, x1 as packed hi halves and packed lo halves (x = hi + lo to ~16 bits).
+template <class E>
+CUTE_DEVICE void split_pair(float x0, float x1, uint32_t* hi, uint32_t* lo) {
+  *hi = pack2f<E>(x0, x1);
+  const float2 h = unpack2f<E>(*hi);
+  *lo = pack2f<E>(x0 - h.x, x1 - h.y);
+}
+template <class T>
+CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
+  return cute::cast_smem_ptr_to_uint(p) - cute::cast_smem_ptr_to_uint(base);
+}
+
+constexpr int kBarS = 1;  // S of the chunk published (both consumer warpgroups)
+constexpr int kBarV = 2;  // ṽ and v_new written; WG1 done with Q S
+constexpr int kConsumerThreads = 256;
+
+CUTE_DEVICE void bar_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+// The accumulator fragments here are ((2, 2, N/8), MMA_M, 1), compact: element
+// e + 4 blk + 32 m holds column 8 blk + 2 t + (e & 1) of row block m. Columns c and c + 32 (the hi
+// and lo parts of a 64-wide accumulator) are 16 elements apart.
+template <class Frag>
+CUTE_DEVICE void check_acc_layout(const Frag& f) {
+  static_assert(decltype(stride<0, 0>(f.layout()))::value == 1 && decltype(stride<0, 1>(f.layout()))::value == 2 &&
+                    decltype(stride<0, 2>(f.layout()))::value == 4,
+                "accumulator must be compact");
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    state_output_sm90_kernel(const __grid_constant__ SoParams<Cfg> p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using E = typename Cfg::Element;
+  constexpr int kStages = Cfg::kStages;
+  using FullBar = cutlass::arch::ClusterTransactionBarrier;
+  using EmptyBar = cutlass::arch::ClusterBarrier;
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& ss = *reinterpret_cast<SoSmem<Cfg>*>(smem_raw);
+
+  const int vb = blockIdx.x, hv = blockIdx.y, n = blockIdx.z;
+  const int v0 = 32 * vb;
+  const int hq = hv / p.group;
+  const int wg = threadIdx.x / 128, tidx = threadIdx.x % 128, lane = threadIdx.x % 32;
+  int64_t s0, s1;
+  seq_rows(p.L, n, &s0, &s1);
+  const int nchunks = static_cast<int>((s1 - s0 + kChunk - 1) / kChunk);
+  const int batch = p.L.varlen ? 0 : n;
+  auto chunk_len = [&](int ci) {
+    const int64_t left = s1 - (s0 + int64_t{ci} * kChunk);
+    return static_cast<int>(left < kChunk ? left : kChunk);
+  };
+
+  constexpr int kCluster = Cfg::kCluster;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      FullBar::init(&ss.full[s], 1);
+      // Every consumer warp of every CTA in the cluster frees a stage: the producers write into
+      // all of their smem.
+      EmptyBar::init(&ss.empty[s], kCluster * kConsumerThreads / 32);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  if constexpr (kCluster > 1) {
+    cute::cluster_arrive_relaxed();  // barriers initialised in every CTA before any multicast
+    cute::cluster_wait();
+  } else {
+    __syncthreads();
+  }
+  // A consumer warp's release of stage s (lane 0 arrives on every CTA's empty barrier).
+  auto release = [&](int s) {
+    __syncwarp();
+    if (lane == 0) {
+      if constexpr (kCluster == 1) {
+        EmptyBar::arrive(&ss.empty[s]);
+      } else {
+        CUTE_UNROLL
+        for (int c = 0; c < kCluster; ++c) EmptyBar::arrive(&ss.empty[s], c, 1);
+      }
+    }
+  };
+
+  if (wg == 2) {
+    // ---------------- producer
+    cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
+    if (tidx == 0) {
+      const int rank = kCluster == 1 ? 0 : static_cast<int>(cute::block_rank_in_cluster());
+      const uint16_t mask = static_cast<uint16_t>((1u << kCluster) - 1);
+      Tensor mW = p.tma_w.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
+      Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.rows, _128{}, p.H, p.batches));
+      Tensor mU = p.tma_u.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
+      Tensor mP = p.tma_p.get_tma_tensor(make_shape(p.rows, _64{}, p.HV, p.batches));
+      Tensor mKt = p.tma_kt.get_tma_tensor(make_shape(_128{}, p.rows, p.H, p.batches));
+      Tensor mG = p.tma_g.get_tma_tensor(make_shape(p.heads_g, p.rows, p.batches));
+      auto tw = p.tma_w.get_slice(rank);
+      auto tq = p.tma_q.get_slice(rank);
+      auto tu = p.tma_u.get_slice(0);
+      auto tp = p.tma_p.get_slice(rank);
+      auto tk = p.tma_kt.get_slice(rank);
+      auto tg = p.tma_g.get_slice(0);
+      // This CTA's part of a shared tile, to every CTA of the cluster.
+      auto shared_copy = [&](const auto& tma, uint64_t& bar, const auto& src, auto&& dst) {
+        if constexpr (kCluster == 1) copy(tma.with(bar), src, dst);
+        else copy(tma.with(bar, mask), src, dst);
+      };
+      for (int ci = 0; ci < nchunks; ++ci) {
+        const int s = ci % kStages, use = ci / kStages;
+        if (use > 0) EmptyBar::wait(&ss.empty[s], (use - 1) & 1);
+        const int row0 = static_cast<int>(s0 + int64_t{ci} * kChunk);
+        uint64_t& bar = ss.full[s];
+        FullBar::arrive_and_expect_tx(&bar, Cfg::kStageBytes);
+        Tensor sW = make_tensor(make_smem_ptr(ss.w[s].data()), typename Cfg::LayRowsD{});
+        Tensor sQ = make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayRowsD{});
+        Tensor sU = make_tensor(make_smem_ptr(ss.u[s].data()), typename Cfg::LayU{});
+        Tensor sP = make_tensor(make_smem_ptr(ss.p[s].data()), typename Cfg::LayP{});
+        Tensor sKt = make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{});
+        Tensor sG = make_tensor(make_smem_ptr(ss.g[s].data()), typename Cfg::LayG{});
+        Tensor gW = local_tile(domain_offset(make_coord(row0, _0{}), mW(_, _, hv, batch)), Shape<_64, _128>{},
+                               make_coord(_0{}, _0{}));
+        Tensor gQ = local_tile(domain_offset(make_coord(row0, _0{}), mQ(_, _, hq, batch)), Shape<_64, _128>{},
+                               make_coord(_0{}, _0{}));
+        Tensor gU = local_tile(domain_offset(make_coord(row0, v0), mU(_, _, hv, batch)), Shape<_64, _32>{},
+                               make_coord(_0{}, _0{}));
+        Tensor gP = local_tile(domain_offset(make_coord(row0, _0{}), mP(_, _, hv, batch)), Shape<_64, _64>{},
+                               make_coord(_0{}, _0{}));
+        Tensor gKt = local_tile(domain_offset(make_coord(_0{}, row0), mKt(_, _, hq, batch)), Shape<_128, _64>{},
+                                make_coord(_0{}, _0{}));
+        Tensor gG = local_tile(domain_offset(make_coord(hv & ~3, row0), mG(_, _, batch)), Shape<_4, _64>{},
+                               make_coord(_0{}, _0{}));
+        // State-critical tiles first.
+        shared_copy(p.tma_w, bar, tw.partition_S(gW), tw.partition_D(sW));
+        copy(p.tma_u.with(bar), tu.partition_S(gU), tu.partition_D(sU));
+        copy(p.tma_g.with(bar), tg.partition_S(gG), tg.partition_D(sG));
+        shared_copy(p.tma_kt, bar, tk.partition_S(gKt), tk.partition_D(sKt));
+        shared_copy(p.tma_q, bar, tq.partition_S(gQ), tq.partition_D(sQ));
+        shared_copy(p.tma_p, bar, tp.partition_S(gP), tp.partition_D(sP));
+      }
+    }
+    __syncwarp();
+  } else {
+    Tensor sShi = make_tensor(make_smem_ptr(ss.s_hi.data()), typename Cfg::LayS{});
+    Tensor sSlo = make_tensor(make_smem_ptr(ss.s_lo.data()), typename Cfg::LayS{});
+    Tensor sVt = make_tensor(make_smem_ptr(ss.vt.data()), typename Cfg::LayVt{});
+    Tensor sVn = make_tensor(make_smem_ptr(ss.vn.data()), typename Cfg::LayVn{});
+
+    if (wg == 0) {
+      // ---------------- state
+      cutlass::arch::warpgroup_reg_alloc<Cfg::kStateRegs>();
+      typename Cfg::MmaRowsS mma_vn;
+      typename Cfg::MmaKeys mma_up;
+      auto thr_vn = mma_vn.get_thread_slice(tidx);
+      auto thr_up = mma_up.get_thread_slice(tidx);
+      Tensor tVNrB = thr_vn.partition_fragment_B(sShi);  // (MMA, 1, 8)
+      Tensor tUPrB = thr_up.partition_fragment_B(sVt);  // (MMA, 1, 4)
+      Tensor accVN = partition_fragment_C(mma_vn, Shape<_64, _32>{});
+      Tensor accS = partition_fragment_C(mma_up, Shape<_128, _64>{});
+      Tensor cVN = thr_vn.partition_C(make_identity_tensor(Shape<_64, _32>{}));
+      Tensor cS = thr_up.partition_C(make_identity_tensor(Shape<_128, _64>{}));
+      check_acc_layout(accVN);
+      check_acc_layout(accS);
+      static_assert(decltype(size(accVN))::value == 16 && decltype(size(accS))::value == 64);
+      static_assert(decltype(stride<1>(accS.layout()))::value == 32);
+
+      // S = Sa + Sb: Sa (columns < 32) starts as the initial state, Sb at zero.
+      CUTE_UNROLL
+      for (int i = 0; i < size(accS); ++i) {
+        const int key = get<0>(cS(i)), c = get<1>(cS(i));
+        accS(i) = (c < 32 && p.init.defined())
+                      ? static_cast<const float*>(p.init.p)[n * p.init.s0 + hv * p.init.sh + key * p.init.sk + v0 + c]
+                      : 0.f;
+      }
+      // Column pairs: pair q of a 64-wide accumulator is elements (2q, 2q + 1) of row block q / 8
+      // (columns c, c + 1 < 32); elements + 16 hold columns + 32 (the lo part).
+      auto pair_elem = [](int q) { return 2 * (q & 7) + 32 * (q >> 3); };
+      // Shared-window addresses, once: the S pair (c, key) for the 16 state pairs (the same offset
+      // in the hi and the lo tile), and for the 8 VN pairs ṽ_hi (c, row), v_new (c, row), U (row,
+      // c). ṽ's lo halves sit 32 values on, which in its 128-byte swizzled MN-major tile is byte
+      // offset ^ 64.
+      const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
+      const uint32_t s_lo_base = cute::cast_smem_ptr_to_uint(ss.s_lo.data());
+      const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vt.data());
+      const uint32_t vn_base = cute::cast_smem_ptr_to_uint(ss.vn.data());
+      uint32_t s_off[16], vt_off[8], vn_off[8], u_off[8];
+      CUTE_UNROLL
+      for (int q = 0; q < 16; ++q) {
+        const int i = pair_elem(q);
+        s_off[q] = smem_off(&sShi(get<1>(cS(i)), get<0>(cS(i))), ss.s_hi.data());
+      }
+      {
+        Tensor sU0 = make_tensor(make_smem_ptr(ss.u[0].data()), typename Cfg::LayU{});
+        CUTE_UNROLL
+        for (int q = 0; q < 8; ++q) {
+          const int row = get<0>(cVN(2 * q)), c = get<1>(cVN(2 * q));
+          vt_off[q] = vt_base + smem_off(&sVt(c, row), ss.vt.data());
+          vn_off[q] = vn_base + smem_off(&sVn(c, row), ss.vn.data());
+          u_off[q] = smem_off(&sU0(row, c), ss.u[0].data());
+        }
+      }
+      // The thread's two accumulator rows (pairs q with q & 1 == 0 and == 1).
+      const int row_a = get<0>(cVN(0)), row_b = get<0>(cVN(2));
+      const int g_col = hv & 3;
+      auto publish = [&]() {
+        CUTE_UNROLL
+        for (int q = 0; q < 16; ++q) {
+          const int i = pair_elem(q);
+          uint32_t hi, lo;
+          split_pair<E>(accS(i) + accS(i + 16), accS(i + 1) + accS(i + 17), &hi, &lo);
+          sts32(s_hi_base + s_off[q], hi);
+          sts32(s_lo_base + s_off[q], lo);
+        }
+        cutlass::arch::fence_view_async_shared();
+      };
+
+      publish();
+      for (int ci = 0; ci < nchunks; ++ci) {
+        const int s = ci % kStages;
+        const int len = chunk_len(ci);
+        bar_sync(kBarS, kConsumerThreads);
+        FullBar::wait(&ss.full[s], (ci / kStages) & 1);
+
+        // VN = W S_hi over the 128 keys.
+        Tensor tA = thr_vn.partition_fragment_A(make_tensor(make_smem_ptr(ss.w[s].data()), typename Cfg::LayRowsD{}));
+        warpgroup_fence_operand(accVN);
+        warpgroup_arrive();
+        mma_vn.accumulate_ = GMMA::ScaleOut::Zero;
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tA); ++kb) {
+          gemm(mma_vn, tA(_, _, kb), tVNrB(_, _, kb), accVN);
+          mma_vn.accumulate_ = GMMA::ScaleOut::One;
+        }
+        warpgroup_commit_batch();
+        // While the tensor cores work: the gates of this thread's rows.
+        const float* gs = ss.g[s].data();
+        const float glast = gs[4 * (len - 1) + g_col];
+        const bool ok_a = row_a < len, ok_b = row_b < len;
+        const float ex_a = ok_a ? __expf(glast - gs[4 * row_a + g_col]) : 0.f;
+        const float ex_b = ok_b ? __expf(glast - gs[4 * row_b + g_col]) : 0.f;
+        const uint32_t u_base = cute::cast_smem_ptr_to_uint(ss.u[s].data());
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(accVN);
+
+        // v_new = U - W S_hi (0 past len), ṽ = diag(exp(g_last - g)) v_new as hi + lo halves.
+        CUTE_UNROLL
+        for (int q = 0; q < 8; ++q) {
+          const bool ok = (q & 1) ? ok_b : ok_a;
+          const float ex = (q & 1) ? ex_b : ex_a;
+          const float2 u = unpack2f<E>(lds32(u_base + u_off[q]));
+          const int i = 2 * q;
+          const float vn0 = ok ? u.x - accVN(i) : 0.f;
+          const float vn1 = ok ? u.y - accVN(i + 1) : 0.f;
+          uint32_t hi, lo;
+          split_pair<E>(vn0 * ex, vn1 * ex, &hi, &lo);
+          sts32(vt_off[q], hi);
+          sts32(vt_off[q] ^ 64u, lo);
+          sts32(vn_off[q], pack2f<E>(vn0, vn1));
+        }
+        if (len < kChunk) {  // Kᵀ columns past len: zeros (they meet ṽ rows that are 0)
+          Tensor sKt = make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{});
+          for (int x = tidx; x < (kChunk - len) * 128; x += 128) sKt(x % 128, len + x / 128) = E(0.f);
+        }
+        cutlass::arch::fence_view_async_shared();
+        bar_sync(kBarV, kConsumerThreads);
+
+        // S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo].
+        const float decay = __expf(glast);
+        CUTE_UNROLL
+        for (int i = 0; i < size(accS); ++i) accS(i) *= decay;
+        Tensor tAk = thr_up.partition_fragment_A(make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{}));
+        warpgroup_fence_operand(accS);
+        warpgroup_arrive();
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tAk); ++kb) gemm(mma_up, tAk(_, _, kb), tUPrB(_, _, kb), accS);
+        warpgroup_commit_batch();
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(accS);
+        release(s);
+        if (ci + 1 < nchunks) publish();
+      }
+      if (p.fin.defined()) {
+        CUTE_UNROLL
+        for (int q = 0; q < 16; ++q) {
+          CUTE_UNROLL
+          for (int e = 0; e < 2; ++e) {
+            const int i = pair_elem(q) + e;
+            const int key = get<0>(cS(i)), c = get<1>(cS(i));
+            static_cast<float*>(p.fin.p)[n * p.fin.s0 + hv * p.fin.sh + key * p.fin.sk + v0 + c] =
+                accS(i) + accS(i + 16);
+          }
+        }
+      }
+    } else {
+      // ---------------- output
+      cutlass::arch::warpgroup_reg_alloc<Cfg::kOutputRegs>();
+      typename Cfg::MmaRowsS mma_o;
+      typename Cfg::MmaRows32 mma_pv;
+      auto thr_o = mma_o.get_thread_slice(tidx);
+      auto thr_pv = mma_pv.get_thread_slice(tidx);
+      Tensor tOrBhi = thr_o.partition_fragment_B(sShi);  // (MMA, 1, 8)
+      Tensor tOrBlo = thr_o.partition_fragment_B(sSlo);
+      Tensor tPVrB = thr_pv.partition_fragment_B(sVn);  // (MMA, 1, 4)
+      Tensor accO = partition_fragment_C(mma_o, Shape<_64, _32>{});
+      Tensor accPV = partition_fragment_C(mma_pv, Shape<_64, _32>{});
+      Tensor cO = thr_o.partition_C(make_identity_tensor(Shape<_64, _32>{}));
+      Tensor cPV = thr_pv.partition_C(make_identity_tensor(Shape<_64, _32>{}));
+      check_acc_layout(accO);
+      check_acc_layout(accPV);
+      static_assert(decltype(size(accO))::value == 16 && decltype(size(accPV))::value == 16);
+      E* obase = p.o + int64_t{batch} * p.o_sb + int64_t{hv} * p.o_sh + v0;
+      // The thread's two rows and four column pairs of the 64 x 32 output (as in accPV).
+      const int row_a = get<0>(cPV(0)), row_b = get<0>(cPV(2));
+      int col[4];
+      CUTE_UNROLL
+      for (int b = 0; b < 4; ++b) col[b] = get<1>(cPV(4 * b));
+      const int g_col = hv & 3;
+
+      for (int ci = 0; ci < nchunks; ++ci) {
+        const int s = ci % kStages;
+        const int len = chunk_len(ci);
+        bar_sync(kBarS, kConsumerThreads);
+        FullBar::wait(&ss.full[s], (ci / kStages) & 1);
+        Tensor tA = thr_o.partition_fragment_A(make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayRowsD{}));
+        warpgroup_fence_operand(accO);
+        warpgroup_arrive();
+        mma_o.accumulate_ = GMMA::ScaleOut::Zero;
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tA); ++kb) {
+          gemm(mma_o, tA(_, _, kb), tOrBhi(_, _, kb), accO);
+          mma_o.accumulate_ = GMMA::ScaleOut::One;
+        }
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tA); ++kb) gemm(mma_o, tA(_, _, kb), tOrBlo(_, _, kb), accO);
+        warpgroup_commit_batch();
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(accO);
+        bar_sync(kBarV, kConsumerThreads);
+
+        Tensor tAp = thr_pv.partition_fragment_A(make_tensor(make_smem_ptr(ss.p[s].data()), typename Cfg::LayP{}));
+        warpgroup_fence_operand(accPV);
+        warpgroup_arrive();
+        mma_pv.accumulate_ = GMMA::ScaleOut::Zero;
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tAp); ++kb) {
+          gemm(mma_pv, tAp(_, _, kb), tPVrB(_, _, kb), accPV);
+          mma_pv.accumulate_ = GMMA::ScaleOut::One;
+        }
+        warpgroup_commit_batch();
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(accPV);
+
+        // O(row, c) = scale (exp(g) (Q S_hi + Q S_lo) + P v_new); element i of accPV and of accO
+        // hold the same (row, column).
+        const float* gs = ss.g[s].data();
+        const float ex_a = p.scale * __expf(gs[4 * row_a + g_col]);
+        const float ex_b = p.scale * __expf(gs[4 * row_b + g_col]);
+        uint32_t packed[8];
+        CUTE_UNROLL
+        for (int q = 0; q < 8; ++q) {
+          const float ex = (q & 1) ? ex_b : ex_a;
+          const int i = 2 * q;
+          packed[q] = pack2f<E>(ex * accO(i) + p.scale * accPV(i), ex * accO(i + 1) + p.scale * accPV(i + 1));
+        }
+        release(s);
+        const int64_t row0 = s0 + int64_t{ci} * kChunk;
+        E* const dst_a = obase + (row0 + row_a) * p.o_st;
+        E* const dst_b = obase + (row0 + row_b) * p.o_st;
+        CUTE_UNROLL
+        for (int q = 0; q < 8; ++q) {
+          if (((q & 1) ? row_b : row_a) >= len) continue;
+          E* dst = ((q & 1) ? dst_b : dst_a) + col[q >> 1];
+          if (p.o_pair) {
+            *reinterpret_cast<uint32_t*>(dst) = packed[q];
+          } else {
+            const uint32_t v = packed[q];
+            reinterpret_cast<uint16_t*>(dst)[0] = static_cast<uint16_t>(v & 0xffffu);
+            reinterpret_cast<uint16_t*>(dst)[1] = static_cast<uint16_t>(v >> 16);
+          }
+        }
+      }
+    }
+  }
+  // No CTA leaves while others may still write into its shared memory or arrive on its barriers.
+  if constexpr (kCluster > 1) cute::cluster_sync();
+#endif
+}
+
+template <class Cfg>
+cudaLaunchConfig_t so_launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(Cfg::kThreads);
+  cfg.dynamicSmemBytes = sizeof(SoSmem<Cfg>);
+  cfg.stream = stream;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = Cfg::kCluster;
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+// How many clusters of the kCluster variant fit on the device at once (cached per device).
+template <class E, int kCluster>
+Status max_active_clusters(int* out) {
+  using Cfg = SoCfg<E, kCluster>;
+  static std::mutex mu;
+  static int cache[64] = {};
+  int device = 0;
+  ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  if (device < 64 && cache[device] > 0) {
+    *out = cache[device];
+    return Status::Ok();
+  }
+  auto kernel = &state_output_sm90_kernel<Cfg>;
+  ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(sizeof(SoSmem<Cfg>))));
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t cfg = so_launch_config<Cfg>(dim3(kCluster, 1, 1), nullptr, &attr);
+  int n = 0;
+  ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
+  if (n <= 0) return Status::Internal("gdn sm90 state/output: no cluster of the kernel fits on the device");
+  if (device < 64) cache[device] = n;
+  *out = n;
+  return Status::Ok();
+}
+
+template <class E, int kCluster>
+Status launch_so(const StateOutParams& sp, const SeqLayout& L, cudaStream_t stream) {
+  using Cfg = SoCfg<E, kCluster>;
+  const int rows = static_cast<int>(L.T);
+  const int batches = L.varlen ? 1 : L.N;
+  // TMA wants every global stride a multiple of 16 bytes, also for extents of 1 whose stride is
+  // never used: those get the (aligned) row stride.
+  auto fix = [](int64_t stride, int extent, int64_t row) { return extent == 1 ? row : stride; };
+  auto rows_t = [&](const Tok& t, int heads, auto d) {
+    return make_tensor(make_gmem_ptr(static_cast<const E*>(t.p)), make_shape(rows, d, heads, batches),
+                       make_stride(t.st, _1{}, fix(t.sh, heads, t.st), fix(t.sb, batches, t.st)));
+  };
+  auto kt = make_tensor(make_gmem_ptr(static_cast<const E*>(sp.k.p)), make_shape(_128{}, rows, sp.H, batches),
+                        make_stride(_1{}, sp.k.st, fix(sp.k.sh, sp.H, sp.k.st), fix(sp.k.sb, batches, sp.k.st)));
+  const int heads_g = static_cast<int>(sp.g_cum.st);  // the padded head count
+  auto g = make_tensor(make_gmem_ptr(static_cast<const float*>(sp.g_cum.p)), make_shape(heads_g, rows, batches),
+                       make_stride(_1{}, sp.g_cum.st, fix(sp.g_cum.sb, batches, sp.g_cum.st)));
+  const bool o_pair = (reinterpret_cast<uintptr_t>(sp.o.p) & 3) == 0 && sp.o.sb % 2 == 0 && sp.o.st % 2 == 0 &&
+                      sp.o.sh % 2 == 0;
+  using Shared = typename Cfg::SharedLoad;
+  const SoParams<Cfg> p{
+      make_tma_copy(Shared{}, rows_t(sp.w, sp.HV, _128{}), typename Cfg::LayRowsD{}, Int<kCluster>{}),
+      make_tma_copy(Shared{}, rows_t(sp.q, sp.H, _128{}), typename Cfg::LayRowsD{}, Int<kCluster>{}),
+      make_tma_copy(SM90_TMA_LOAD{}, rows_t(sp.u, sp.HV, _128{}), typename Cfg::LayU{}),
+      make_tma_copy(Shared{}, rows_t(sp.pm, sp.HV, _64{}), typename Cfg::LayP{}, Int<kCluster>{}),
+      make_tma_copy(Shared{}, kt, typename Cfg::LayKt{}, Int<kCluster>{}),
+      make_tma_copy(SM90_TMA_LOAD{}, g, typename Cfg::LayG{}),
+      rows, batches, sp.H, sp.HV, sp.HV / sp.H, heads_g, L,
+      static_cast<E*>(sp.o.p), sp.o.sb, sp.o.st, sp.o.sh, o_pair ? 1 : 0,
+      sp.init, sp.fin, sp.scale};
+  auto kernel = &state_output_sm90_kernel<Cfg>;
+  constexpr int kSmem = static_cast<int>(sizeof(SoSmem<Cfg>));
+  static_assert(kSmem <= 227 * 1024, "shared memory exceeds the 227 KB a Hopper CTA can have");
+  ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = so_launch_config<Cfg>(dim3(kHead / 32, sp.HV, L.N), stream, &attr);
+  ATTNKIT_CUDA_TRY(cudaLaunchKernelEx(&cfg, kernel, p));
+  ATTNKIT_CUDA_CHECK_LAUNCH("gdn fused state pass + output (sm90)");
+  return Status::Ok();
+}
+
+}  // namespace attnkit::gdn_cuda::sm90ref
+
+// One translation unit per (dtype, cluster size) instantiates the kernel (state_output_sm90_*.cu).
+#define ATTNKIT_GDN_SO_SM90REF_DEFINE(DT, E, C)                                                        \
+  namespace attnkit::gdn_cuda {                                                                    \
+  Status so_sm90ref_launch_##DT##_c##C(const StateOutParams& p, const SeqLayout& L, cudaStream_t s) {  \
+    return sm90ref::launch_so<E, C>(p, L, s);                                                         \
+  }                                                                                                \
+  Status so_sm90ref_fit_##DT##_c##C(int* n) { return sm90ref::max_active_clusters<E, C>(n); }            \
+  }
