@@ -32,16 +32,16 @@
 //   space pays for the second hand-off buffers below. P goes from the accumulator to the A
 //   registers of P v_new without touching shared memory. Rows < len are stored from registers.
 // Hand-offs: S (hi, lo) and v_new have two buffers each, indexed by chunk parity, so WG0 runs the
-// chain up to a chunk ahead of WG1 and waits for it only to reuse a buffer (kBarFree: S_{c+2}
-// needs WG1 done with chunk c): when both synced once per chunk on one buffer, every chain step
-// also waited for the output's products. WG0 signals with non-blocking arrives (kBarSFull: S_c published; kBarVFull: v_new of
+// chain up to two chunks ahead of WG1 and waits for it only to reuse a buffer (kBarFree): when
+// both synced once per chunk on one buffer, every chain step also waited for the output's
+// products. WG0 signals with non-blocking arrives (kBarSFull: S_c published; kBarVFull: v_new of
 // chunk c written and Kᵀ's tail zeroed), WG1 waits on them; kBarChain orders WG0's own shared
 // writes before its WGMMAs read them.
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
 // the tensor's end): W, Q, U and g rows only reach rows that are never stored or are selected
 // away; Kᵀ columns past len are zeroed in shared memory before the update, since they multiply
-// ṽ rows that are 0 and 0 x NaN need not be 0 (WG1 reads Kᵀ of such a chunk only after that; P's
-// columns past len are nonzero only in rows past len, which are not stored).
+// ṽ rows that are 0 and 0 x NaN need not be 0 (WG1 reads Kᵀ of such a chunk only after that, and
+// selects P's columns past len away in any case).
 #pragma once
 
 #include <cuda_runtime.h>
