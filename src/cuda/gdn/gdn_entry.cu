@@ -214,11 +214,6 @@ bool use_sm90(int device) {
 #endif
 }
 bool use_sm90_state_output(int device) { return use_sm90(device); }
-// TEMPORARY (A/B only, removed before merge): ATTNKIT_GDN_SO_REF=1 runs main's fused kernel, fed
-// P by the intra stage, for bf16 on sm_90.
-bool so_ref(DType dt, int device) {
-  return dt == DType::kBFloat16 && use_sm90_state_output(device) && env_is_1("ATTNKIT_GDN_SO_REF");
-}
 bool use_sm90_intra(int device) { return use_sm90(device) && !env_is_1("ATTNKIT_GDN_INTRA_NO_WGMMA"); }
 
 // The whole forward's intra stage (every output but the inverse).
@@ -235,7 +230,6 @@ Status run_state_output(DType dt, const gdn_cuda::StateOutParams& p, const Stage
   const int32_t* off = c.offsets();
   const cudaStream_t s = c.stream();
   if (seq.N == 0 || p.HV == 0) return Status::Ok();
-  if (so_ref(dt, device)) return gdn_cuda::launch_state_output_sm90ref_bf16(p, layout(seq, off), s);
   if (use_sm90_state_output(device))
     return dt == DType::kBFloat16 ? gdn_cuda::launch_state_output_sm90_bf16(p, layout(seq, off), s)
                                   : gdn_cuda::launch_state_output_sm90_fp16(p, layout(seq, off), s);
@@ -377,9 +371,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   const size_t gc_off = scratch.reserve(BT * HVp * sizeof(float));
   const size_t w_off = scratch.reserve(BT * p.HV * D * e16);
   const size_t u_off = scratch.reserve(BT * p.HV * D * e16);
-  // P goes through memory only for the mma.sync state/output kernel; the sm90 one rebuilds it.
-  const bool with_p = !use_sm90_state_output(p.device.index) || so_ref(p.dtype, p.device.index);
-  const size_t p_off = with_p ? scratch.reserve(BT * p.HV * kGdnChunk * e16) : 0;
+  const size_t p_off = scratch.reserve(BT * p.HV * kGdnChunk * e16);
   ATTNKIT_RETURN_IF_ERROR(call.ready());
 
   const int qdt = dt_code(p.dtype);
@@ -408,13 +400,11 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   gcum.sb = p.T * HVp;
   const Tok w = contiguous(w_off, p.HV, qdt), u = contiguous(u_off, p.HV, qdt);
   Tok pm;  // P = tril(Q K^T (.) Gamma), [B, T, HV, 64]
-  if (with_p) {
-    pm.p = scratch.at<char>(p_off);
-    pm.dt = qdt;
-    pm.sh = kGdnChunk;
-    pm.st = p.HV * kGdnChunk;
-    pm.sb = p.T * pm.st;
-  }
+  pm.p = scratch.at<char>(p_off);
+  pm.dt = qdt;
+  pm.sh = kGdnChunk;
+  pm.st = p.HV * kGdnChunk;
+  pm.sb = p.T * pm.st;
 
   gdn_cuda::IntraParams ip;
   ip.k = k;
@@ -424,10 +414,8 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   ip.g_cum_out = gcum;
   ip.w = w;
   ip.u = u;
-  if (with_p) {
-    ip.q = q;
-    ip.p_out = pm;
-  }
+  ip.q = q;
+  ip.p_out = pm;
   ip.H = static_cast<int>(p.H);
   ip.HV = static_cast<int>(p.HV);
   ATTNKIT_RETURN_IF_ERROR(run_intra_forward(p.dtype, ip, call, p.device.index));

@@ -20,9 +20,6 @@
 // Shared tiles: K (row, key) and V (row, value) as 128-byte-swizzled K-major 64 x 128 tiles, the
 // TMA layout; the K-major A and B of K K^T / Q K^T read them as they are, and a 64-column half of
 // either, read as (column, row), is exactly the MN-major 64 x 64 tile that T X needs as B.
-// P (and with it Q and WG1's first product) is optional: the sm90 fused state/output kernel
-// rebuilds P from the Q and K tiles it loads anyway, so the forward asks for P only where the
-// mma.sync state/output kernel runs; without it the stage moves ~30% fewer bytes.
 // Rows past a chunk's len hold the next sequence's rows (or TMA's zeros past the tensor): K and V
 // rows there are zeroed in shared memory (they meet zero coefficients of T, and 0 x NaN need not
 // be 0); Q rows there only reach P rows that are not stored; A and P are selected, not scaled,
@@ -180,7 +177,6 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
   const int len = c.len;
   const int row0 = static_cast<int>(c.row0), batch = static_cast<int>(c.batch);
   const IntraParams& ip = p.ip;
-  const bool with_p = ip.p_out.defined();
 
   auto load = [&](const typename Cfg::Tma& tma, int heads, int head, E* dst, uint64_t& bar) {
     Tensor m = tma.get_tma_tensor(make_shape(p.rows, _128{}, heads, p.batches));
@@ -197,9 +193,9 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
   }
   __syncthreads();
   if (tid == 0) {
-    Bar::arrive_and_expect_tx(&ss.bar_kq, (with_p ? 2 : 1) * Cfg::kTileBytes);
+    Bar::arrive_and_expect_tx(&ss.bar_kq, 2 * Cfg::kTileBytes);
     load(p.tma_k, ip.H, hq, ss.k.data(), ss.bar_kq);
-    if (with_p) load(p.tma_q, ip.H, hq, ss.xv[1].data(), ss.bar_kq);
+    load(p.tma_q, ip.H, hq, ss.xv[1].data(), ss.bar_kq);
     Bar::arrive_and_expect_tx(&ss.bar_v[0], Cfg::kTileBytes);
     load(p.tma_v, ip.HV, hq * p.group, ss.xv[0].data(), ss.bar_v[0]);
   }
@@ -224,8 +220,7 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
   // The thread's first accumulator row and its column pair within each 8-column block (the same
   // in every m64n64 accumulator of the warpgroup).
   const int acc_r0 = get<0>(cX(0)), acc_t = get<1>(cX(0)) / 2;
-  if (wg == 0 || with_p)
-    wg_gemm(mma_xk, accX, thr_xk.partition_fragment_A(wg == 0 ? sK : sQ), thr_xk.partition_fragment_B(sK));
+  wg_gemm(mma_xk, accX, thr_xk.partition_fragment_A(wg == 0 ? sK : sQ), thr_xk.partition_fragment_B(sK));
   __syncthreads();  // Q's tile is free for the second value head's V
 
   typename Cfg::MmaTX mma_tx;
@@ -257,7 +252,7 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
         const int r = get<0>(cX(i)), k = get<1>(cX(i));
         ss.u.am[r * kLdA + k] = (r > k && r < len) ? ss.bt[r] * accX(i) * __expf(ss.gc[r] - ss.gc[k]) : 0.f;
       }
-    } else if (with_p) {
+    } else {
       // P (i, j) = (Q K^T)(i, j) exp(g_i - g_j) on and below the diagonal, rows < len.
       const Tok& o = ip.p_out;
       E* const pb = static_cast<E*>(o.p) + c.batch * o.sb + c.row0 * o.st + int64_t{hv} * o.sh;
@@ -333,10 +328,8 @@ Status launch_intra_sm90(const IntraParams& ip, const SeqLayout& L, int64_t max_
     return make_tensor(make_gmem_ptr(static_cast<const E*>(t.p)), make_shape(rows, _128{}, heads, batches),
                        make_stride(t.st, _1{}, fix(t.sh, heads, t.st), fix(t.sb, batches, t.st)));
   };
-  // Without P the Q descriptor is never used: it describes K then.
-  const Tok& q = ip.q.defined() ? ip.q : ip.k;
   const IntraSm90Params<E> p{make_tma_copy(SM90_TMA_LOAD{}, rows_t(ip.k, ip.H), typename Cfg::LayRows{}),
-                             make_tma_copy(SM90_TMA_LOAD{}, rows_t(q, ip.H), typename Cfg::LayRows{}),
+                             make_tma_copy(SM90_TMA_LOAD{}, rows_t(ip.q, ip.H), typename Cfg::LayRows{}),
                              make_tma_copy(SM90_TMA_LOAD{}, rows_t(ip.v, ip.HV), typename Cfg::LayRows{}),
                              ip,
                              L,

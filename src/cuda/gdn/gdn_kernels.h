@@ -97,8 +97,8 @@ Status launch_state_pass(const StateParams& p, const SeqArgs& seq, const int32_t
                          cudaStream_t s);
 
 // Stages 4 and 5 fused (the whole forward): h and V_new stay on chip. pm is P = tril(Q K^T (.)
-// Gamma) [B, T, HV, 64] from the intra stage, read by the mma.sync kernel (the sm90 one rebuilds
-// P from q and k and ignores pm). q, k, w, u, pm and o share the 16-bit dtype; g_cum is fp32.
+// Gamma) [B, T, HV, 64] from the intra stage. q, k, w, u, pm and o share the 16-bit dtype; g_cum
+// is fp32.
 struct StateOutParams {
   Tok q, k, w, u, pm, g_cum, o;
   StateT init, fin;

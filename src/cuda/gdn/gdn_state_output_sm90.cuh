@@ -11,9 +11,9 @@
 // One CTA per (sequence, value head, 32-column slice of V), three warpgroups; the CTAs of a
 // (sequence, value head) may form a cluster that shares the q/k-head tiles through TMA multicast.
 // - WG2, producer: one thread walks the sequence's chunks and issues the TMA loads of each chunk's
-//   W, Kᵀ, Q (whole tiles, each cluster CTA loading its share), the CTA's 64 x 32 slice of U and
-//   the chunk's gates into a kStages-deep ring (full barriers carry the transaction bytes; every
-//   consumer warp of the cluster releases a stage through its empty barriers).
+//   W, Kᵀ, Q, P (whole tiles, each cluster CTA loading its share), the CTA's 64 x 32 slice of U
+//   and the chunk's gates into a kStages-deep ring (full barriers carry the transaction bytes;
+//   every consumer warp of the cluster releases a stage through its empty barriers).
 // - WG0, state: holds S (128 keys x 32 values) in fp32 WGMMA accumulators as two parts,
 //   S = Sa + Sb (columns 0-31 and 32-63 of a 128 x 64 accumulator): Sa accumulates the products
 //   with the hi halves of ṽ, Sb those with the lo halves, so one m64n64 WGMMA chain does both.
@@ -25,23 +25,15 @@
 //     S_hi and S_lo of the new state published for the next chunk.
 //   No cross-warp reduction: each WGMMA spans the warpgroup. The epilogues are on the critical
 //   path, so they use shared-window offsets computed once and 16-bit pairs.
-// - WG1, output: O = scale (diag(exp(g)) (Q S_hi + Q S_lo) + P v_new) with P = tril(Q Kᵀ ⊙ Γ)
-//   rebuilt here from the Q and Kᵀ tiles already in shared memory (one m64n64 product and the
-//   gates per chunk) instead of being written by the intra stage and loaded back: that saves the
-//   intra stage its Q loads and P stores and this kernel a fifth of its loads, and the freed ring
-//   space pays for the second hand-off buffers below. P goes from the accumulator to the A
-//   registers of P v_new without touching shared memory. Rows < len are stored from registers.
-// Hand-offs: S (hi, lo) and v_new have two buffers each, indexed by chunk parity, so WG0 runs the
-// chain up to two chunks ahead of WG1 and waits for it only to reuse a buffer (kBarFree): when
-// both synced once per chunk on one buffer, every chain step also waited for the output's
-// products. WG0 signals with non-blocking arrives (kBarSFull: S_c published; kBarVFull: v_new of
-// chunk c written and Kᵀ's tail zeroed), WG1 waits on them; kBarChain orders WG0's own shared
-// writes before its WGMMAs read them.
+// - WG1, output: O = scale (diag(exp(g)) (Q S_hi + Q S_lo) + P v_new), the first products while
+//   WG0 computes VN, the last while WG0 updates S; rows < len are stored from registers.
+// Hand-offs: named barrier kBarS (S of chunk c published; WG1 done with chunk c - 1) and kBarV
+// (ṽ and v_new written; WG1 done with Q S of chunk c), both warpgroups syncing once per chunk,
+// so S, ṽ and v_new need one buffer each.
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
-// the tensor's end): W, Q, U and g rows only reach rows that are never stored or are selected
+// the tensor's end): W, Q, P, U and g rows only reach rows that are never stored or are selected
 // away; Kᵀ columns past len are zeroed in shared memory before the update, since they multiply
-// ṽ rows that are 0 and 0 x NaN need not be 0 (WG1 reads Kᵀ of such a chunk only after that, and
-// selects P's columns past len away in any case).
+// ṽ rows that are 0 and 0 x NaN need not be 0.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -71,25 +63,23 @@ struct SoCfg {
   using Element = E;
   static constexpr int kStages = kStages_;
   // CTAs of one (sequence, value head) in a cluster: each loads 1/kCluster of the shared tiles
-  // (W, Kᵀ, Q) and multicasts it to all of them.
+  // (W, Kᵀ, Q, P) and multicasts it to all of them.
   static constexpr int kCluster = kCluster_;
   static_assert(kCluster == 1 || kCluster == 2);
   static constexpr int kThreads = 384;
   // setmaxnreg budgets: the CTA starts with 168 registers per thread; the producer gives back
   // what the state warpgroup (accumulators S 128 x 64 and VN 64 x 64) and the output warpgroup
-  // (Q S, Q Kᵀ, P v_new and P's 16-bit A fragment) take:
-  // (168 - 40) x 128 >= (232 - 168) x 128 + (232 - 168) x 128.
+  // take: (168 - 40) x 128 >= (232 - 168) x 128 + (232 - 168) x 128.
   static constexpr int kProducerRegs = 40;
   static constexpr int kStateRegs = 232;
   static constexpr int kOutputRegs = 232;
   static_assert(kProducerRegs + kStateRegs + kOutputRegs <= 3 * 168);
-  // (row, key) tiles, keys contiguous: W and Q, the K-major A operands of W S, Q S and Q Kᵀ.
+  // (row, key) tiles, keys contiguous: W and Q, the K-major A operands of W S and Q S.
   using LayRowsD = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _128>{}));
   // Kᵀ as (key, row), keys contiguous: the MN-major A operand of Kᵀ ṽ.
   using LayKt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_128, _64>{}));
-  // The same bytes as (row, key): the K-major B operand of Q Kᵀ (key blocks of 64 are the inner
-  // tiles, as in LayKt).
-  using LayKRows = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _128>{}, Step<_2, _1>{}));
+  // P (i, j), j contiguous: K-major A of P v_new.
+  using LayP = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _64>{}));
   // The CTA's U slice (row, value), read by the VN epilogue only.
   using LayU = decltype(tile_to_shape(GMMA::Layout_K_SW64_Atom<E>{}, Shape<_64, _32>{}));
   // Gates of 4 heads (the 16-byte aligned group holding this one) x 64 rows.
@@ -103,11 +93,8 @@ struct SoCfg {
 
   using MmaRowsS = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _128>, GMMA::Major::K, GMMA::Major::MN>()));
-  using MmaQK = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<E, E, float, Shape<_64, _64, _128>, GMMA::Major::K, GMMA::Major::K>()));
-  // P v_new with P from registers.
-  using MmaPV = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<E, E, float, Shape<_64, _32, _64>, GMMA::Major::K, GMMA::Major::MN>()));
+  using MmaRows32 = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _64>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaKeys = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _64, _64>, GMMA::Major::MN, GMMA::Major::MN>()));
 
@@ -126,13 +113,15 @@ struct SoCfg {
   using SharedLoad = std::conditional_t<kCluster == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
   using TmaRows = decltype(make_tma_copy(SharedLoad{}, GRows<128>{}, LayRowsD{}, Int<kCluster>{}));
   using TmaU = decltype(make_tma_copy(SM90_TMA_LOAD{}, GRows<128>{}, LayU{}));
+  using TmaP = decltype(make_tma_copy(SharedLoad{}, GRows<64>{}, LayP{}, Int<kCluster>{}));
   using TmaKt = decltype(make_tma_copy(
       SharedLoad{}, make_tensor(make_gmem_ptr(static_cast<E const*>(nullptr)), ShapeT{}, StrideT{}), LayKt{},
       Int<kCluster>{}));
   using TmaG = decltype(make_tma_copy(
       SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<float const*>(nullptr)), ShapeG{}, StrideG{}), LayG{}));
 
-  static constexpr uint32_t kStageBytes = (3 * 64 * 128 + 64 * 32) * sizeof(E) + 4 * 64 * sizeof(float);
+  static constexpr uint32_t kStageBytes =
+      (3 * 64 * 128 + 64 * 64 + 64 * 32) * sizeof(E) + 4 * 64 * sizeof(float);
 };
 
 template <class Cfg>
@@ -142,12 +131,12 @@ struct SoSmem {
   cute::array_aligned<E, 64 * 128, 1024> w[S];
   cute::array_aligned<E, 64 * 128, 1024> kt[S];
   cute::array_aligned<E, 64 * 128, 1024> q[S];
-  // Hand-offs to WG1, by chunk parity.
-  cute::array_aligned<E, 32 * 128, 1024> s_hi[2];  // S as 16-bit hi halves ...
-  cute::array_aligned<E, 32 * 128, 1024> s_lo[2];  // ... and the lo halves (S = hi + lo to ~16 bits)
-  cute::array_aligned<E, 32 * 64, 1024> vn[2];
-  cute::array_aligned<E, 64 * 64, 1024> vt;  // [ṽ_hi | ṽ_lo], WG0's own
+  cute::array_aligned<E, 64 * 64, 1024> p[S];
+  cute::array_aligned<E, 32 * 128, 1024> s_hi;  // S as 16-bit hi halves ...
+  cute::array_aligned<E, 32 * 128, 1024> s_lo;  // ... and the lo halves (S = hi + lo to ~16 bits)
+  cute::array_aligned<E, 64 * 64, 1024> vt;   // [ṽ_hi | ṽ_lo]
   cute::array_aligned<E, 32 * 64, 1024> u[S];
+  cute::array_aligned<E, 32 * 64, 1024> vn;
   cute::array_aligned<float, 4 * 64, 128> g[S];
   alignas(8) uint64_t full[S];
   alignas(8) uint64_t empty[S];
@@ -157,6 +146,7 @@ template <class Cfg>
 struct SoParams {
   typename Cfg::TmaRows tma_w, tma_q;
   typename Cfg::TmaU tma_u;
+  typename Cfg::TmaP tma_p;
   typename Cfg::TmaKt tma_kt;
   typename Cfg::TmaG tma_g;
   int rows, batches, H, HV, group, heads_g;
@@ -213,18 +203,12 @@ CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
   return cute::cast_smem_ptr_to_uint(p) - cute::cast_smem_ptr_to_uint(base);
 }
 
-// Named barriers; the hand-offs have one per buffer (+ chunk parity).
-constexpr int kBarSFull = 1;  // S of chunk c published (WG0 arrives, WG1 waits)
-constexpr int kBarVFull = 3;  // v_new of chunk c written, Kᵀ past len zeroed (WG0 arrives, WG1 waits)
-constexpr int kBarFree = 5;   // WG1 done with the buffers of chunk c (WG1 arrives, WG0 waits)
-constexpr int kBarChain = 7;  // WG0 alone
+constexpr int kBarS = 1;  // S of the chunk published (both consumer warpgroups)
+constexpr int kBarV = 2;  // ṽ and v_new written; WG1 done with Q S
 constexpr int kConsumerThreads = 256;
 
 CUTE_DEVICE void bar_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
-CUTE_DEVICE void bar_arrive(int id, int count) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
 // The accumulator fragments here are ((2, 2, N/8), MMA_M, 1), compact: element
@@ -299,11 +283,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Tensor mW = p.tma_w.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.rows, _128{}, p.H, p.batches));
       Tensor mU = p.tma_u.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
+      Tensor mP = p.tma_p.get_tma_tensor(make_shape(p.rows, _64{}, p.HV, p.batches));
       Tensor mKt = p.tma_kt.get_tma_tensor(make_shape(_128{}, p.rows, p.H, p.batches));
       Tensor mG = p.tma_g.get_tma_tensor(make_shape(p.heads_g, p.rows, p.batches));
       auto tw = p.tma_w.get_slice(rank);
       auto tq = p.tma_q.get_slice(rank);
       auto tu = p.tma_u.get_slice(0);
+      auto tp = p.tma_p.get_slice(rank);
       auto tk = p.tma_kt.get_slice(rank);
       auto tg = p.tma_g.get_slice(0);
       // This CTA's part of a shared tile, to every CTA of the cluster.
@@ -320,6 +306,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         Tensor sW = make_tensor(make_smem_ptr(ss.w[s].data()), typename Cfg::LayRowsD{});
         Tensor sQ = make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayRowsD{});
         Tensor sU = make_tensor(make_smem_ptr(ss.u[s].data()), typename Cfg::LayU{});
+        Tensor sP = make_tensor(make_smem_ptr(ss.p[s].data()), typename Cfg::LayP{});
         Tensor sKt = make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{});
         Tensor sG = make_tensor(make_smem_ptr(ss.g[s].data()), typename Cfg::LayG{});
         Tensor gW = local_tile(domain_offset(make_coord(row0, _0{}), mW(_, _, hv, batch)), Shape<_64, _128>{},
@@ -327,6 +314,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         Tensor gQ = local_tile(domain_offset(make_coord(row0, _0{}), mQ(_, _, hq, batch)), Shape<_64, _128>{},
                                make_coord(_0{}, _0{}));
         Tensor gU = local_tile(domain_offset(make_coord(row0, v0), mU(_, _, hv, batch)), Shape<_64, _32>{},
+                               make_coord(_0{}, _0{}));
+        Tensor gP = local_tile(domain_offset(make_coord(row0, _0{}), mP(_, _, hv, batch)), Shape<_64, _64>{},
                                make_coord(_0{}, _0{}));
         Tensor gKt = local_tile(domain_offset(make_coord(_0{}, row0), mKt(_, _, hq, batch)), Shape<_128, _64>{},
                                 make_coord(_0{}, _0{}));
@@ -338,15 +327,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         copy(p.tma_g.with(bar), tg.partition_S(gG), tg.partition_D(sG));
         shared_copy(p.tma_kt, bar, tk.partition_S(gKt), tk.partition_D(sKt));
         shared_copy(p.tma_q, bar, tq.partition_S(gQ), tq.partition_D(sQ));
+        shared_copy(p.tma_p, bar, tp.partition_S(gP), tp.partition_D(sP));
       }
     }
     __syncwarp();
   } else {
-    // The hand-off tiles of chunk parity b.
-    auto sShi = [&](int b) { return make_tensor(make_smem_ptr(ss.s_hi[b].data()), typename Cfg::LayS{}); };
-    auto sSlo = [&](int b) { return make_tensor(make_smem_ptr(ss.s_lo[b].data()), typename Cfg::LayS{}); };
-    auto sVn = [&](int b) { return make_tensor(make_smem_ptr(ss.vn[b].data()), typename Cfg::LayVn{}); };
+    Tensor sShi = make_tensor(make_smem_ptr(ss.s_hi.data()), typename Cfg::LayS{});
+    Tensor sSlo = make_tensor(make_smem_ptr(ss.s_lo.data()), typename Cfg::LayS{});
     Tensor sVt = make_tensor(make_smem_ptr(ss.vt.data()), typename Cfg::LayVt{});
+    Tensor sVn = make_tensor(make_smem_ptr(ss.vn.data()), typename Cfg::LayVn{});
 
     if (wg == 0) {
       // ---------------- state
@@ -355,6 +344,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       typename Cfg::MmaKeys mma_up;
       auto thr_vn = mma_vn.get_thread_slice(tidx);
       auto thr_up = mma_up.get_thread_slice(tidx);
+      Tensor tVNrB = thr_vn.partition_fragment_B(sShi);  // (MMA, 1, 8)
       Tensor tUPrB = thr_up.partition_fragment_B(sVt);  // (MMA, 1, 4)
       Tensor accVN = partition_fragment_C(mma_vn, Shape<_64, _32>{});
       Tensor accS = partition_fragment_C(mma_up, Shape<_128, _64>{});
@@ -377,62 +367,53 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // (columns c, c + 1 < 32); elements + 16 hold columns + 32 (the lo part).
       auto pair_elem = [](int q) { return 2 * (q & 7) + 32 * (q >> 3); };
       // Shared-window addresses, once: the S pair (c, key) for the 16 state pairs (the same offset
-      // in the hi and the lo tile of either buffer), and for the 8 VN pairs ṽ_hi (c, row), v_new
-      // (c, row), U (row, c). ṽ's lo halves sit 32 values on, which in its 128-byte swizzled
-      // MN-major tile is byte offset ^ 64.
-      const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi[0].data());
-      const uint32_t s_lo_base = cute::cast_smem_ptr_to_uint(ss.s_lo[0].data());
+      // in the hi and the lo tile), and for the 8 VN pairs ṽ_hi (c, row), v_new (c, row), U (row,
+      // c). ṽ's lo halves sit 32 values on, which in its 128-byte swizzled MN-major tile is byte
+      // offset ^ 64.
+      const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
+      const uint32_t s_lo_base = cute::cast_smem_ptr_to_uint(ss.s_lo.data());
       const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vt.data());
-      const uint32_t vn_base = cute::cast_smem_ptr_to_uint(ss.vn[0].data());
-      constexpr uint32_t kSBuf = sizeof(ss.s_hi[0]), kVnBuf = sizeof(ss.vn[0]);
+      const uint32_t vn_base = cute::cast_smem_ptr_to_uint(ss.vn.data());
       uint32_t s_off[16], vt_off[8], vn_off[8], u_off[8];
-      {
-        Tensor sS0 = sShi(0);
-        CUTE_UNROLL
-        for (int q = 0; q < 16; ++q) {
-          const int i = pair_elem(q);
-          s_off[q] = smem_off(&sS0(get<1>(cS(i)), get<0>(cS(i))), ss.s_hi[0].data());
-        }
+      CUTE_UNROLL
+      for (int q = 0; q < 16; ++q) {
+        const int i = pair_elem(q);
+        s_off[q] = smem_off(&sShi(get<1>(cS(i)), get<0>(cS(i))), ss.s_hi.data());
       }
       {
         Tensor sU0 = make_tensor(make_smem_ptr(ss.u[0].data()), typename Cfg::LayU{});
-        Tensor sVn0 = sVn(0);
         CUTE_UNROLL
         for (int q = 0; q < 8; ++q) {
           const int row = get<0>(cVN(2 * q)), c = get<1>(cVN(2 * q));
           vt_off[q] = vt_base + smem_off(&sVt(c, row), ss.vt.data());
-          vn_off[q] = smem_off(&sVn0(c, row), ss.vn[0].data());
+          vn_off[q] = vn_base + smem_off(&sVn(c, row), ss.vn.data());
           u_off[q] = smem_off(&sU0(row, c), ss.u[0].data());
         }
       }
       // The thread's two accumulator rows (pairs q with q & 1 == 0 and == 1).
       const int row_a = get<0>(cVN(0)), row_b = get<0>(cVN(2));
       const int g_col = hv & 3;
-      auto publish = [&](int b) {
-        const uint32_t hi_base = s_hi_base + b * kSBuf, lo_base = s_lo_base + b * kSBuf;
+      auto publish = [&]() {
         CUTE_UNROLL
         for (int q = 0; q < 16; ++q) {
           const int i = pair_elem(q);
           uint32_t hi, lo;
           split_pair<E>(accS(i) + accS(i + 16), accS(i + 1) + accS(i + 17), &hi, &lo);
-          sts32(hi_base + s_off[q], hi);
-          sts32(lo_base + s_off[q], lo);
+          sts32(s_hi_base + s_off[q], hi);
+          sts32(s_lo_base + s_off[q], lo);
         }
         cutlass::arch::fence_view_async_shared();
-        bar_arrive(kBarSFull + b, kConsumerThreads);
       };
 
-      if (nchunks > 0) publish(0);
+      publish();
       for (int ci = 0; ci < nchunks; ++ci) {
-        const int s = ci % kStages, b = ci & 1;
+        const int s = ci % kStages;
         const int len = chunk_len(ci);
-        // Every thread's S_hi (and the last update's reads of ṽ) before this chunk's products.
-        bar_sync(kBarChain, 128);
+        bar_sync(kBarS, kConsumerThreads);
         FullBar::wait(&ss.full[s], (ci / kStages) & 1);
 
         // VN = W S_hi over the 128 keys.
         Tensor tA = thr_vn.partition_fragment_A(make_tensor(make_smem_ptr(ss.w[s].data()), typename Cfg::LayRowsD{}));
-        Tensor tVNrB = thr_vn.partition_fragment_B(sShi(b));  // (MMA, 1, 8)
         warpgroup_fence_operand(accVN);
         warpgroup_arrive();
         mma_vn.accumulate_ = GMMA::ScaleOut::Zero;
@@ -449,7 +430,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const float ex_a = ok_a ? __expf(glast - gs[4 * row_a + g_col]) : 0.f;
         const float ex_b = ok_b ? __expf(glast - gs[4 * row_b + g_col]) : 0.f;
         const uint32_t u_base = cute::cast_smem_ptr_to_uint(ss.u[s].data());
-        const uint32_t vn_b = vn_base + b * kVnBuf;
         warpgroup_wait<0>();
         warpgroup_fence_operand(accVN);
 
@@ -466,15 +446,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           split_pair<E>(vn0 * ex, vn1 * ex, &hi, &lo);
           sts32(vt_off[q], hi);
           sts32(vt_off[q] ^ 64u, lo);
-          sts32(vn_b + vn_off[q], pack2f<E>(vn0, vn1));
+          sts32(vn_off[q], pack2f<E>(vn0, vn1));
         }
         if (len < kChunk) {  // Kᵀ columns past len: zeros (they meet ṽ rows that are 0)
           Tensor sKt = make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{});
           for (int x = tidx; x < (kChunk - len) * 128; x += 128) sKt(x % 128, len + x / 128) = E(0.f);
         }
         cutlass::arch::fence_view_async_shared();
-        bar_arrive(kBarVFull + b, kConsumerThreads);
-        bar_sync(kBarChain, 128);
+        bar_sync(kBarV, kConsumerThreads);
 
         // S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo].
         const float decay = __expf(glast);
@@ -489,11 +468,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         warpgroup_wait<0>();
         warpgroup_fence_operand(accS);
         release(s);
-        if (ci + 1 < nchunks) {
-          // S_{ci+1} goes where S_{ci-1} was: WG1 must be done with chunk ci - 1.
-          if (ci >= 1) bar_sync(kBarFree + (b ^ 1), kConsumerThreads);
-          publish(b ^ 1);
-        }
+        if (ci + 1 < nchunks) publish();
       }
       if (p.fin.defined()) {
         CUTE_UNROLL
@@ -511,56 +486,33 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // ---------------- output
       cutlass::arch::warpgroup_reg_alloc<Cfg::kOutputRegs>();
       typename Cfg::MmaRowsS mma_o;
-      typename Cfg::MmaQK mma_qk;
-      typename Cfg::MmaPV mma_pv;
+      typename Cfg::MmaRows32 mma_pv;
       auto thr_o = mma_o.get_thread_slice(tidx);
-      auto thr_qk = mma_qk.get_thread_slice(tidx);
       auto thr_pv = mma_pv.get_thread_slice(tidx);
+      Tensor tOrBhi = thr_o.partition_fragment_B(sShi);  // (MMA, 1, 8)
+      Tensor tOrBlo = thr_o.partition_fragment_B(sSlo);
+      Tensor tPVrB = thr_pv.partition_fragment_B(sVn);  // (MMA, 1, 4)
       Tensor accO = partition_fragment_C(mma_o, Shape<_64, _32>{});
-      Tensor accQK = partition_fragment_C(mma_qk, Shape<_64, _64>{});
       Tensor accPV = partition_fragment_C(mma_pv, Shape<_64, _32>{});
-      Tensor cQK = thr_qk.partition_C(make_identity_tensor(Shape<_64, _64>{}));
+      Tensor cO = thr_o.partition_C(make_identity_tensor(Shape<_64, _32>{}));
       Tensor cPV = thr_pv.partition_C(make_identity_tensor(Shape<_64, _32>{}));
       check_acc_layout(accO);
-      check_acc_layout(accQK);
       check_acc_layout(accPV);
       static_assert(decltype(size(accO))::value == 16 && decltype(size(accPV))::value == 16);
-      static_assert(decltype(size(accQK))::value == 32);
-      // P in 16 bits as P v_new's A fragment ((2, 2, 2), 1, 4): k-block kb holds the same (row, j)
-      // pairs in the same order as elements 8 kb .. 8 kb + 7 of the m64n64 accumulator, so P is
-      // converted element by element.
-      Tensor tPVrA = thr_pv.partition_fragment_A(
-          make_tensor(make_smem_ptr(ss.q[0].data()), Layout<Shape<_64, _64>, Stride<_64, _1>>{}));
-      static_assert(decltype(size(tPVrA))::value == 32);
-      static_assert(decltype(stride<0, 0>(tPVrA.layout()))::value == 1 &&
-                        decltype(stride<0, 1>(tPVrA.layout()))::value == 2 &&
-                        decltype(stride<0, 2>(tPVrA.layout()))::value == 4 &&
-                        decltype(stride<2>(tPVrA.layout()))::value == 8,
-                    "P's A fragment must be compact in the accumulator's order");
       E* obase = p.o + int64_t{batch} * p.o_sb + int64_t{hv} * p.o_sh + v0;
       // The thread's two rows and four column pairs of the 64 x 32 output (as in accPV).
       const int row_a = get<0>(cPV(0)), row_b = get<0>(cPV(2));
       int col[4];
       CUTE_UNROLL
-      for (int blk = 0; blk < 4; ++blk) col[blk] = get<1>(cPV(4 * blk));
-      // Q Kᵀ's rows and eight column pairs (elements 4 blk + e: row (e & 2 ? b : a), column
-      // pcol[blk] + (e & 1)).
-      const int prow_a = get<0>(cQK(0)), prow_b = get<0>(cQK(2));
-      int pcol[8];
-      CUTE_UNROLL
-      for (int blk = 0; blk < 8; ++blk) pcol[blk] = get<1>(cQK(4 * blk));
+      for (int b = 0; b < 4; ++b) col[b] = get<1>(cPV(4 * b));
       const int g_col = hv & 3;
 
       for (int ci = 0; ci < nchunks; ++ci) {
-        const int s = ci % kStages, b = ci & 1;
+        const int s = ci % kStages;
         const int len = chunk_len(ci);
-        const bool whole = len == kChunk;
-        bar_sync(kBarSFull + b, kConsumerThreads);
+        bar_sync(kBarS, kConsumerThreads);
         FullBar::wait(&ss.full[s], (ci / kStages) & 1);
-        Tensor sQ = make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayRowsD{});
-        Tensor tA = thr_o.partition_fragment_A(sQ);
-        Tensor tOrBhi = thr_o.partition_fragment_B(sShi(b));  // (MMA, 1, 8)
-        Tensor tOrBlo = thr_o.partition_fragment_B(sSlo(b));
+        Tensor tA = thr_o.partition_fragment_A(make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayRowsD{}));
         warpgroup_fence_operand(accO);
         warpgroup_arrive();
         mma_o.accumulate_ = GMMA::ScaleOut::Zero;
@@ -572,64 +524,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         CUTE_UNROLL
         for (int kb = 0; kb < size<2>(tA); ++kb) gemm(mma_o, tA(_, _, kb), tOrBlo(_, _, kb), accO);
         warpgroup_commit_batch();
-
-        // Q Kᵀ; a chunk ending early has its Kᵀ tail zeroed by WG0 first.
-        if (!whole) bar_sync(kBarVFull + b, kConsumerThreads);
-        Tensor tAq = thr_qk.partition_fragment_A(sQ);
-        Tensor tBk = thr_qk.partition_fragment_B(make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKRows{}));
-        warpgroup_fence_operand(accQK);
-        warpgroup_arrive();
-        mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
-        CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(tAq); ++kb) {
-          gemm(mma_qk, tAq(_, _, kb), tBk(_, _, kb), accQK);
-          mma_qk.accumulate_ = GMMA::ScaleOut::One;
-        }
-        warpgroup_commit_batch();
-        // While the tensor cores work: the gates of P's rows and columns.
-        const float* gs = ss.g[s].data();
-        const float gr_a = gs[4 * prow_a + g_col], gr_b = gs[4 * prow_b + g_col];
-        float gc[8][2];
-        CUTE_UNROLL
-        for (int blk = 0; blk < 8; ++blk) {
-          gc[blk][0] = gs[4 * pcol[blk] + g_col];
-          gc[blk][1] = gs[4 * (pcol[blk] + 1) + g_col];
-        }
         warpgroup_wait<0>();
         warpgroup_fence_operand(accO);
-        warpgroup_fence_operand(accQK);
+        bar_sync(kBarV, kConsumerThreads);
 
-        // P (i, j) = (Q Kᵀ)(i, j) exp(g_i - g_j) on and below the diagonal (selected, not scaled:
-        // exp(g_i - g_j) above it may overflow), as the intra stage computed it.
-        CUTE_UNROLL
-        for (int blk = 0; blk < 8; ++blk) {
-          CUTE_UNROLL
-          for (int e = 0; e < 4; ++e) {
-            const int r = (e & 2) ? prow_b : prow_a, j = pcol[blk] + (e & 1);
-            const float gi = (e & 2) ? gr_b : gr_a;
-            const int i = 4 * blk + e;
-            tPVrA(i) = static_cast<E>(j <= r ? accQK(i) * __expf(gi - gc[blk][e & 1]) : 0.f);
-          }
-        }
-        if (whole) bar_sync(kBarVFull + b, kConsumerThreads);
-        Tensor tPVrB = thr_pv.partition_fragment_B(sVn(b));  // (MMA, 1, 4)
-        warpgroup_fence_operand(tPVrA);
+        Tensor tAp = thr_pv.partition_fragment_A(make_tensor(make_smem_ptr(ss.p[s].data()), typename Cfg::LayP{}));
         warpgroup_fence_operand(accPV);
         warpgroup_arrive();
         mma_pv.accumulate_ = GMMA::ScaleOut::Zero;
         CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(tPVrA); ++kb) {
-          gemm(mma_pv, tPVrA(_, _, kb), tPVrB(_, _, kb), accPV);
+        for (int kb = 0; kb < size<2>(tAp); ++kb) {
+          gemm(mma_pv, tAp(_, _, kb), tPVrB(_, _, kb), accPV);
           mma_pv.accumulate_ = GMMA::ScaleOut::One;
         }
         warpgroup_commit_batch();
         warpgroup_wait<0>();
         warpgroup_fence_operand(accPV);
-        // The buffers of parity b are free for chunk ci + 2.
-        if (ci + 2 < nchunks) bar_arrive(kBarFree + b, kConsumerThreads);
 
         // O(row, c) = scale (exp(g) (Q S_hi + Q S_lo) + P v_new); element i of accPV and of accO
         // hold the same (row, column).
+        const float* gs = ss.g[s].data();
         const float ex_a = p.scale * __expf(gs[4 * row_a + g_col]);
         const float ex_b = p.scale * __expf(gs[4 * row_b + g_col]);
         uint32_t packed[8];
@@ -729,6 +643,7 @@ Status launch_so(const StateOutParams& sp, const SeqLayout& L, cudaStream_t stre
       make_tma_copy(Shared{}, rows_t(sp.w, sp.HV, _128{}), typename Cfg::LayRowsD{}, Int<kCluster>{}),
       make_tma_copy(Shared{}, rows_t(sp.q, sp.H, _128{}), typename Cfg::LayRowsD{}, Int<kCluster>{}),
       make_tma_copy(SM90_TMA_LOAD{}, rows_t(sp.u, sp.HV, _128{}), typename Cfg::LayU{}),
+      make_tma_copy(Shared{}, rows_t(sp.pm, sp.HV, _64{}), typename Cfg::LayP{}, Int<kCluster>{}),
       make_tma_copy(Shared{}, kt, typename Cfg::LayKt{}, Int<kCluster>{}),
       make_tma_copy(SM90_TMA_LOAD{}, g, typename Cfg::LayG{}),
       rows, batches, sp.H, sp.HV, sp.HV / sp.H, heads_g, L,
