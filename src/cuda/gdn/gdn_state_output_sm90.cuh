@@ -29,7 +29,12 @@
 //   WG0 computes VN, the last while WG0 updates S; rows < len are stored from registers.
 // Hand-offs: named barrier kBarS (S of chunk c published; WG1 done with chunk c - 1) and kBarV
 // (ṽ and v_new written; WG1 done with Q S of chunk c), both warpgroups syncing once per chunk,
-// so S, ṽ and v_new need one buffer each.
+// so S, ṽ and v_new need one buffer each. Measured slower (H100, same-call A/B, bench/RESULTS.md
+// 2026-11-25): WG1 rebuilding P from the Q and Kᵀ tiles (one more m64n64 product and 32 exp per
+// thread per chunk; the intra stage then skips Q and P) with S and v_new double-buffered in the
+// freed ring space, so that the chain could run a chunk ahead: this kernel 381 -> 447 us at 16k,
+// the intra stage 332 -> 308 us. Double buffers with P still loaded do not fit three stages
+// (231 KB) unless U leaves the ring.
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
 // the tensor's end): W, Q, P, U and g rows only reach rows that are never stored or are selected
 // away; Kᵀ columns past len are zeroed in shared memory before the update, since they multiply
