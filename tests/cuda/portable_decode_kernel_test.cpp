@@ -1,7 +1,8 @@
 // The portable decode kernel (decode_kernel.cuh) and its combine: every head dim on both row
 // counts (16 and 32 rows per KV head), the plain variant the dispatcher picks for unmasked (or
 // one-token causal) decode against the generic one, ragged Q and K, more splits than a warp has
-// lanes, the requested split count clamped to what the combine takes, and the 8-warp tile.
+// lanes, the requested split count clamped to what the combine takes, the 8-warp tile, and the
+// page-table entries read before the sequence length is known.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -157,6 +158,33 @@ TEST(PortableDecodeKernel, EightWarpTile) {
         expect_rerun_bit_identical(r, portable_opts());
       }
     }
+}
+
+// Paged KV: a split reads the page-table entries of its first stages before it knows the
+// sequence length, guessing its key range from the table's width (max_pages * page_size), and uses
+// them only where the guess was its real range. The case mixes both outcomes: 2113 keys in pages
+// of 1 or 16 give as many 64-key (and 32-key) blocks as the table's width, so every split guesses
+// right; pages of 64, a shorter sequence, and a sliding window (whose first block is not the
+// guess) make splits read their entries again. Table entries past a sequence's pages are -1: read
+// early, they must never be used.
+TEST(PortableDecodeKernel, EarlyPageTableRead) {
+  uint64_t seed = 2500;
+  for (int ps : {1, 16, 64})
+    for (bool window : {false, true})
+      for (int splits : {1, 3, 7, 0}) {
+        AttnCase c = gqa_decode_case(3, 1, 1, ++seed);
+        c.seqlens_k = {2113, 900, 2113};
+        c.kv = KvKind::kPaged;
+        c.page_size = ps;
+        c.invalid_page_padding = true;
+        if (window) c.mask = Mask::sliding_window(700, 0);
+        c.num_splits = splits;
+        SCOPED_TRACE(c.str());
+        GpuRun r = run_on_gpu(c);
+        expect_gpu_matches(r);
+        if (splits > 0) EXPECT_EQ(r.plan.num_splits, splits);
+        EXPECT_EQ(has(r.plan.kernel, "NoMask_NoScoreMod_decode16"), !window) << r.plan.kernel;
+      }
 }
 
 }  // namespace
