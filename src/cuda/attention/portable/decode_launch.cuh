@@ -8,14 +8,29 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
 #include "attnkit/status.h"
 #include "cuda/attention/portable/decode_kernel.cuh"
+#include "cuda/attention/portable/decode_kernel_ab_base.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace attnkit::gpu {
+
+// TEMPORARY (a same-call A/B; removed before the branch is handed back): ATTNKIT_PDEC selects,
+// for the plain bf16 128/128 16-row variant only, "base" (main's kernel: default L2 policy, page
+// entries prefetched to L2), "ef" (evict-first copies alone) or "spec" (the early page-table
+// read alone); unset or anything else: both.
+inline int decode_ab_choice() {
+  static const int choice = [] {
+    const char* e = std::getenv("ATTNKIT_PDEC");
+    const std::string s = e != nullptr ? e : "";
+    return s == "base" ? 1 : s == "ef" ? 2 : s == "spec" ? 3 : 0;
+  }();
+  return choice;
+}
 
 // Grid limits: x = kv_heads * num_splits (2^31 - 1), y = batch (65535).
 inline constexpr int kMaxDecodeBatch = 65535;
@@ -92,8 +107,25 @@ Status launch_portable_decode(const FwdParams& p, void* stream) {
                                                                    void* stream) {             \
     constexpr int kMT = (ROWS) / 16;                                                            \
     constexpr bool kPlain = std::is_same_v<MASK, NoMask> && std::is_same_v<MOD, NoScoreMod>;   \
-    using Tile = DecodeTile<DQK, DV, kMT, decode_key_groups<DQK, DV, kMT, kPlain>()>;           \
+    constexpr int kKG = decode_key_groups<DQK, DV, kMT, kPlain>();                              \
+    using Tile = DecodeTile<DQK, DV, kMT, kKG>;                                                 \
     using CT = ATTNKIT_PORTABLE_DECODE_CTYPE_##DT;                                              \
+    if constexpr (kPlain && (DQK) == 128 && (DV) == 128 && kMT == 1 &&                          \
+                  std::is_same_v<CT, __nv_bfloat16>) {                                          \
+      switch (decode_ab_choice()) {                                                             \
+        case 1:                                                                                 \
+          return ab_base::launch_portable_decode<ab_base::DecodeTile<DQK, DV, kMT, kKG>, CT,    \
+                                                 MASK, MOD>(p, stream);                         \
+        case 2:                                                                                 \
+          return launch_portable_decode<DecodeTile<DQK, DV, kMT, kKG, KvL2Stream, false>, CT,   \
+                                        MASK, MOD>(p, stream);                                  \
+        case 3:                                                                                 \
+          return launch_portable_decode<DecodeTile<DQK, DV, kMT, kKG, KvL2Normal, true>, CT,    \
+                                        MASK, MOD>(p, stream);                                  \
+        default:                                                                                \
+          break;                                                                                \
+      }                                                                                         \
+    }                                                                                           \
     return launch_portable_decode<Tile, CT, MASK, MOD>(p, stream);                              \
   }                                                                                             \
   }

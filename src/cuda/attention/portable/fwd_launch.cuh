@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "attnkit/status.h"
@@ -67,6 +69,17 @@ constexpr int block_n_for(int dqk, int dv, bool trivial_mod, bool masked) {
   return prefill_shape(dqk, dv, trivial_mod, masked).block_n;
 }
 
+// TEMPORARY (a same-call A/B; removed before the branch is handed back): ATTNKIT_PD256=old runs
+// the bf16 256/256 plain-mod variants (no mask, masks) on the tile before the warp pairs: 64 x 64,
+// 4 warps of 16 rows, single K and V buffers (same block sizes, so the planner is unaffected).
+inline bool prefill_ab_d256_old() {
+  static const bool old = [] {
+    const char* e = std::getenv("ATTNKIT_PD256");
+    return e != nullptr && std::strcmp(e, "old") == 0;
+  }();
+  return old;
+}
+
 // Grid limits of y/z (65535) bound batch and kv_heads * num_splits; the planner keeps within them.
 inline constexpr int kMaxGridYZ = 65535;
 
@@ -109,7 +122,14 @@ Status launch_portable_fwd(const FwdParams& p, void* stream) {
                                 !std::is_same_v<MASK, NoMask>),                                   \
                 "block_n_for disagrees with the tile");                                           \
   Status ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)(const FwdParams& p, void* stream) { \
-    return launch_portable_fwd<Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE,                       \
-                               ATTNKIT_PORTABLE_CTYPE_##DT, MASK, MOD>(p, stream);                \
+    using CT = ATTNKIT_PORTABLE_CTYPE_##DT;                                                       \
+    if constexpr ((DQK) == 256 && (DV) == 256 && std::is_same_v<MOD, NoScoreMod> &&               \
+                  std::is_same_v<CT, __nv_bfloat16>) {                                            \
+      if (prefill_ab_d256_old())                                                                  \
+        return launch_portable_fwd<PrefillTile<256, 256, 64, 64, 1, false, 4, false, true>, CT,   \
+                                   MASK, MOD>(p, stream);                                         \
+    }                                                                                             \
+    return launch_portable_fwd<Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE, CT, MASK, MOD>(       \
+        p, stream);                                                                               \
   }                                                                                               \
   }

@@ -1,0 +1,617 @@
+// TEMPORARY, for a same-call A/B only (removed before the branch is handed back): main's decode
+// kernel and launcher as of 1847e99, verbatim in their own namespace, so that the baseline of the
+// A/B is main's machine code (ATTNKIT_PDEC=base, decode_launch.cuh).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "attnkit/status.h"
+#include "cuda/attention/policy/mask.cuh"
+#include "cuda/attention/policy/score_mod.cuh"
+#include "cuda/attention/portable/decode_merge.cuh"
+#include "cuda/attention/portable/fwd_params.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/mma_sm80.cuh"
+
+namespace attnkit::gpu::ab_base {
+
+inline constexpr int kMaxDecodeBatch = 65535;
+
+// Shared memory a decode CTA may use: two CTAs per SM on sm_80/sm_90, and within sm_86/89's
+// 99 KB per-block limit.
+inline constexpr int kDecodeSmemBudget = 96 * 1024;  // (as main)
+
+// kKG_: key groups of 16 keys per stage (2: 4 warps, 32-key stages; 4: 8 warps, 64-key stages).
+template <int kDqk_, int kDv_, int kMT_, int kKG_ = 2>
+struct DecodeTile {
+  static constexpr int kDqk = kDqk_, kDv = kDv_, kMT = kMT_, kKG = kKG_;
+  static constexpr int kRows = 16 * kMT;
+  static constexpr int kWarps = 2 * kKG, kThreads = 32 * kWarps;
+  // Two CTAs per SM (the shared-memory budget's aim): registers are capped to fit them.
+  static constexpr int kCtasPerSm = 2;
+  static constexpr int kBlockN = 16 * kKG;  // keys per stage: 16 per key group
+  static constexpr int kDvWarp = kDv / 2;  // O columns per warp
+  // Rows padded by 16 bytes: the 8 rows an ldmatrix reads fall in distinct banks.
+  static constexpr int kQS = kDqk + 8, kKS = kDqk + 8, kVS = kDv + 8;
+  static constexpr int kQBytes = kRows * kQS * 2;
+  static constexpr int kStageBytes = kBlockN * (kKS + kVS) * 2;
+  static constexpr int kStagesFit = (kDecodeSmemBudget - kQBytes) / kStageBytes;
+  static constexpr int kStages = kStagesFit > 8 ? 8 : kStagesFit < 2 ? 2 : kStagesFit;
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
+  // Q fragments stay in registers when they are at most 32 of them (beside O and the stage
+  // addresses) and the register cap allows (not at 8 warps x 2 CTAs); otherwise ldmatrix re-reads
+  // them from shared memory for every stage.
+  static constexpr bool kQInRegs = kMT * kDqk <= 128 && kKG == 2;
+  // The key-group merge reuses the stages: fp32 O, m and l per key group.
+  static constexpr int kMergeBytes = kKG * kRows * (kDv + 2) * 4;
+  static_assert(kMergeBytes <= kStages * kStageBytes, "merge buffer must fit in the stages");
+  static_assert(kDqk % 16 == 0 && kDvWarp % 16 == 0, "head dims: multiples of 16 (Dv of 32)");
+  static_assert(kMT == 1 || kMT == 2, "decode tiles hold 16 or 32 rows");
+  static_assert(kKG == 2 || kKG == 4, "decode tiles have 2 or 4 key groups");
+  static_assert(kStagesFit >= 2, "two stages must fit the shared-memory budget");
+};
+
+// Key groups of the tile each decode variant runs. 8 warps (4 key groups, 64-key stages: two
+// stages and Q in the 96 KB budget at head dim 128, 116 registers under the 2-CTA cap) were
+// measured on an H100 against the 4-warp tile on every decode bench shape (the plain variant):
+// paged KV up to 6% faster (b1 x 8k page 16: 26.0 vs 27.8 us), contiguous within 1% at
+// b >= 16 x >= 8k and the same at b1 x 8k. The generic variant (it would spill under the cap),
+// other head dims and 32-row tiles keep 4 warps: not measured.
+template <int kDqk, int kDv, int kMT, bool kPlain>
+constexpr int decode_key_groups() {
+  return kPlain && kDqk == 128 && kDv == 128 && kMT == 1 ? 4 : 2;
+}
+
+// Writes rows [0, rows) of the CTA from the merge buffer: out = sum_g O_g w_g / l over the key
+// groups' states, as O (sinks folded in) or as the split's fp32 partial.
+template <class Tile, typename T>
+__device__ __forceinline__ void ab_decode_store(const FwdParams& p, const float* red, int rows,
+                                             int b, int hk, int q_start, int split) {
+  constexpr int kDv = Tile::kDv, kRows = Tile::kRows, kC = kDv / 4, kKG = Tile::kKG;
+  const float* red_o = red;                       // [kKG][kRows][kDv]
+  const float* red_m = red + kKG * kRows * kDv;  // [kKG][kRows]
+  const float* red_l = red_m + kKG * kRows;       // [kKG][kRows]
+  const bool partial = p.num_splits > 1;
+  for (int idx = threadIdx.x; idx < rows * kC; idx += Tile::kThreads) {
+    const int rr = idx / kC, c = (idx % kC) * 4;
+    int tok, hg;
+    p.group.divmod(rr, tok, hg);
+    const int head = hk * p.group.d + hg;
+    float m = -INFINITY;
+#pragma unroll
+    for (int g = 0; g < kKG; ++g) m = fmaxf(m, red_m[g * kRows + rr]);
+    const float m_use = m == -INFINITY ? 0.f : m;
+    float w[kKG];
+    float l = 0.f;
+#pragma unroll
+    for (int g = 0; g < kKG; ++g) {
+      w[g] = exp2f(red_m[g * kRows + rr] - m_use);
+      l += red_l[g * kRows + rr] * w[g];
+    }
+    float o_scale, lse;
+    if (l == 0.f) {  // no visible key (a sink alone does not count)
+      o_scale = 0.f;
+      lse = -INFINITY;
+    } else if (!partial && p.sinks != nullptr) {
+      const float s2 = __ldg(p.sinks + head * p.sinks_stride) * kLog2e;
+      const float m_fin = fmaxf(m_use, s2);
+      const float keep = exp2f(m_use - m_fin);
+      l = l * keep + exp2f(s2 - m_fin);
+      o_scale = keep / l;
+      lse = (m_fin + log2f(l)) * kLn2;
+    } else {
+      o_scale = 1.f / l;
+      lse = (m_use + log2f(l)) * kLn2;
+    }
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int g = 0; g < kKG; ++g) {
+      const float4 a = *reinterpret_cast<const float4*>(red_o + (g * kRows + rr) * kDv + c);
+      const float sg = w[g] * o_scale;
+      o.x += a.x * sg;
+      o.y += a.y * sg;
+      o.z += a.z * sg;
+      o.w += a.w * sg;
+    }
+    if (partial) {
+      const int64_t flat = p.cu_seqlens_q != nullptr ? int64_t{q_start} + tok
+                                                     : int64_t{b} * p.q_rows + tok;
+      const int64_t pi = (int64_t{split} * p.part_rows + flat) * p.hq + head;
+      *reinterpret_cast<float4*>(p.part_o + pi * kDv + c) = o;
+      if (c == 0) p.part_lse[pi] = lse;
+    } else {
+      T* dst = static_cast<T*>(p.o) + b * p.o_batch_stride +
+               int64_t{q_start + tok} * p.o_row_stride + int64_t{head} * p.o_head_stride + c;
+      dst[0] = from_float<T>(o.x);
+      dst[1] = from_float<T>(o.y);
+      dst[2] = from_float<T>(o.z);
+      dst[3] = from_float<T>(o.w);
+      if (p.lse != nullptr && c == 0)
+        p.lse[b * p.lse_batch_stride + int64_t{q_start + tok} * p.lse_row_stride +
+              int64_t{head} * p.lse_head_stride] = lse;
+    }
+  }
+}
+
+template <class Tile, typename T, class Mask, class Mod>
+__global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
+    ab_portable_decode_kernel(const __grid_constant__ FwdParams p) {
+  constexpr int kDqk = Tile::kDqk, kDv = Tile::kDv, kMT = Tile::kMT, kR = 2 * kMT;
+  constexpr int kRows = Tile::kRows, kBlockN = Tile::kBlockN, kStages = Tile::kStages;
+  constexpr int kKG = Tile::kKG;
+  constexpr int kThreads = Tile::kThreads, kDvWarp = Tile::kDvWarp;
+  constexpr int kQS = Tile::kQS, kKS = Tile::kKS, kVS = Tile::kVS;
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + kRows * kQS;
+  T* sV = sK + kStages * kBlockN * kKS;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int kh = warp % kKG, dh = warp / kKG;  // key group, Dv half
+  // grid: x = split * kv_heads + kv head (heads of one key range run side by side), y = sequence
+  const int hk = blockIdx.x % p.hkv, split = blockIdx.x / p.hkv;
+  const int b = blockIdx.y;
+  const int G = p.group.d;
+
+  // Paged KV: the page-table reads wait on the sequence length (seqused_k) and this split's key
+  // range. Guess that range as if the sequence filled its pages and had no mask, and warm L2 with
+  // the entries of its first stages now, while the length is read.
+  if (p.kv.kind == KvKind::kPaged && p.kv.num_pages > 0) {
+    const int64_t n_all = (int64_t{p.kv.k_rows} + kBlockN - 1) / kBlockN;
+    const int64_t nb = n_all * split / p.num_splits;
+    p.kv.prefetch_pages(b, static_cast<int>(nb * kBlockN),
+                        static_cast<int>(min((nb + kStages) * kBlockN, int64_t{p.kv.k_rows})), tid,
+                        kThreads);
+  }
+
+  const QSeq qs = q_sequence(p, b);
+  const int q_start = qs.start;
+  // Dispatch guarantees max_seqlen_q * G <= kRows; a corrupt cu_seqlens_q may claim more.
+  const int rows_total = min(qs.length * G, kRows);
+  if (rows_total <= 0) return;
+  const KvOperand::Seq kvs = p.kv.sequence(b);
+  const int sk = kvs.length, sq = qs.length;
+
+  const Mask mask(p);
+  const Mod mod(p);
+
+  // ---- the key blocks of this split
+  const int t_max = p.group.div(rows_total - 1);
+  const int64_t p_min = int64_t{sk} - sq, p_max = int64_t{t_max} + sk - sq;
+  const int64_t key_lo = max(mask.lo(p_min), int64_t{0});
+  const int64_t key_hi = min(mask.hi(p_max), int64_t{sk} - 1);
+  int n_begin = 0, n_end = 0;
+  if (key_hi >= key_lo) {
+    n_begin = static_cast<int>(key_lo / kBlockN);
+    n_end = static_cast<int>(key_hi / kBlockN) + 1;
+  }
+  {  // balanced: split s takes blocks [n * s / S, n * (s + 1) / S) of the n visible ones
+    const int64_t n = n_end - n_begin;
+    const int s_begin = n_begin + static_cast<int>(n * split / p.num_splits);
+    n_end = n_begin + static_cast<int>(n * (split + 1) / p.num_splits);
+    n_begin = s_begin;
+  }
+  const int n_tiles = n_end - n_begin;
+  const int64_t full_lo = mask.lo(p_max);
+  const int64_t full_hi = min(mask.hi(p_min), int64_t{sk} - 1);
+
+  // ---- this thread's rows: g and g + 8 of each 16-row MMA tile
+  int row_p[kR], row_lo[kR], row_hi[kR];
+  typename Mod::Row mrow[kR];
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    const int r = (i / 2) * 16 + lane / 4 + (i % 2) * 8;
+    int tok, hg;
+    p.group.divmod(r, tok, hg);
+    row_p[i] = tok + sk - sq;
+    row_lo[i] = static_cast<int>(max(mask.lo(row_p[i]), int64_t{0}));
+    row_hi[i] = static_cast<int>(min(mask.hi(row_p[i]), int64_t{sk} - 1));
+    mrow[i] = mod.row(p, r < rows_total ? hk * G + hg : hk * G);
+  }
+
+  const T* gQ = static_cast<const T*>(p.q);
+  const T* gK = static_cast<const T*>(p.kv.k);
+  const T* gV = static_cast<const T*>(p.kv.v);
+  {
+    constexpr int kChunks = kDqk / 8;
+    for (int c = tid; c < kRows * kChunks; c += kThreads) {
+      const int row = c / kChunks, col = (c % kChunks) * 8;
+      int tok, hg;
+      p.group.divmod(row, tok, hg);
+      const bool ok = row < rows_total;
+      const T* src = ok ? gQ + b * p.q_batch_stride + int64_t{q_start + tok} * p.q_row_stride +
+                              int64_t{hk * G + hg} * p.q_head_stride + col
+                        : gQ;
+      cp_async_16(smem_addr(sQ + row * kQS + col), src, ok);
+    }
+  }
+
+  // ---- K/V stage loads. Thread chunk i of a stage covers key row (tid + i * kThreads) / kKC.
+  constexpr int kKC = kDqk / 8, kVC = kDv / 8;
+  constexpr int kKPer = (kBlockN * kKC + kThreads - 1) / kThreads;
+  constexpr int kVPer = (kBlockN * kVC + kThreads - 1) / kThreads;
+  // Contiguous and ragged KV: key j sits at a fixed row stride from key 0, so each of this
+  // thread's chunks has a fixed offset within a block and a block adds j0 rows; computed once here,
+  // that leaves a compare and an add per copy. (Paged KV looks each key row's page up.)
+  const bool paged = p.kv.kind == KvKind::kPaged;
+  // When kThreads is a multiple of the chunks per row, a thread's chunks sit at a fixed row step
+  // (same column): one offset and one step then replace the array, registers the 8-warp tile needs.
+  constexpr bool kKStep = kThreads % kKC == 0, kVStep = kThreads % kVC == 0;
+  int64_t k_rel[kKStep ? 1 : kKPer], v_rel[kVStep ? 1 : kVPer];
+  int64_t k_step = 0, v_step = 0;
+  {
+    int64_t k_seq = 0, v_seq = 0;
+    if (!paged) {
+      int64_t outer;
+      int r0;
+      p.kv.locate(b, kvs.start, 0, outer, r0);
+      k_seq = p.kv.k_offset(outer, r0, hk);
+      v_seq = p.kv.v_offset(outer, r0, hk);
+    }
+#pragma unroll
+    for (int i = 0; i < (kKStep ? 1 : kKPer); ++i) {
+      const int c = tid + i * kThreads;
+      k_rel[i] = k_seq + (c / kKC) * p.kv.k_row_stride + (c % kKC) * 8;
+    }
+#pragma unroll
+    for (int i = 0; i < (kVStep ? 1 : kVPer); ++i) {
+      const int c = tid + i * kThreads;
+      v_rel[i] = v_seq + (c / kVC) * p.kv.v_row_stride + (c % kVC) * 8;
+    }
+    if constexpr (kKStep) k_step = (kThreads / kKC) * p.kv.k_row_stride;
+    if constexpr (kVStep) v_step = (kThreads / kVC) * p.kv.v_row_stride;
+  }
+  // Paged KV: the raw page-table entry of each of this thread's chunks of block n, K's then
+  // (when they cover other rows) V's. Loaded an iteration before locate_block uses them, so the
+  // read's latency never delays the copies. Threads of a warp mostly read the same entries.
+  constexpr bool kSameRows = kKC == kVC;
+  constexpr int kPgPer = kSameRows ? kKPer : kKPer + kVPer;
+  auto fetch_pages = [&](int n_block, int(&pg)[kPgPer]) {
+    const int j0 = n_block * kBlockN;
+#pragma unroll
+    for (int i = 0; i < kPgPer; ++i) {
+      const bool is_k = i < kKPer;
+      const int kc = is_k ? kKC : kVC;
+      const int c = tid + (is_k ? i : i - kKPer) * kThreads;
+      const int j = j0 + c / kc;
+      pg[i] = c < kBlockN * kc && j < sk ? p.kv.page_entry(b, p.kv.page_size.div(j)) : 0;
+    }
+  };
+  // Element offsets of this thread's chunks for block n (-1: past the sequence end); pg_in: the
+  // block's page-table entries (paged only).
+  auto locate_block = [&](int n_block, const int(&pg_in)[kPgPer], int64_t(&k_off)[kKPer],
+                          int64_t(&v_off)[kVPer]) {
+    const int j0 = n_block * kBlockN;
+    if (!paged) {
+      const int64_t k_blk = int64_t{j0} * p.kv.k_row_stride, v_blk = int64_t{j0} * p.kv.v_row_stride;
+#pragma unroll
+      for (int i = 0; i < kKPer; ++i) {
+        const int c = tid + i * kThreads;
+        const int64_t rel = kKStep ? k_rel[0] + i * k_step : k_rel[kKStep ? 0 : i];
+        k_off[i] = c < kBlockN * kKC && j0 + c / kKC < sk ? rel + k_blk : -1;
+      }
+#pragma unroll
+      for (int i = 0; i < kVPer; ++i) {
+        const int c = tid + i * kThreads;
+        const int64_t rel = kVStep ? v_rel[0] + i * v_step : v_rel[kVStep ? 0 : i];
+        v_off[i] = c < kBlockN * kVC && j0 + c / kVC < sk ? rel + v_blk : -1;
+      }
+      return;
+    }
+    // Paged: the page-table entries were fetched an iteration earlier (fetch_pages).
+#pragma unroll
+    for (int i = 0; i < kKPer; ++i) {
+      const int c = tid + i * kThreads;
+      const int j = j0 + c / kKC, col = (c % kKC) * 8;
+      k_off[i] = -1;
+      if constexpr (kSameRows) v_off[i] = -1;
+      if (c < kBlockN * kKC && j < sk) {
+        const int r = j - p.kv.page_size.div(j) * p.kv.page_size.d;
+        const int64_t pg = p.kv.clamp_page(pg_in[i]);
+        k_off[i] = pg * p.kv.k_outer_stride + int64_t{hk} * p.kv.k_head_stride +
+                   int64_t{r} * p.kv.k_row_stride + col;
+        if constexpr (kSameRows)
+          v_off[i] = pg * p.kv.v_outer_stride + int64_t{hk} * p.kv.v_head_stride +
+                     int64_t{r} * p.kv.v_row_stride + col;
+      }
+    }
+    if constexpr (!kSameRows) {
+#pragma unroll
+      for (int i = 0; i < kVPer; ++i) {
+        const int c = tid + i * kThreads;
+        const int j = j0 + c / kVC, col = (c % kVC) * 8;
+        v_off[i] = -1;
+        if (c < kBlockN * kVC && j < sk) {
+          const int r = j - p.kv.page_size.div(j) * p.kv.page_size.d;
+          const int64_t pg = p.kv.clamp_page(pg_in[kKPer + i]);
+          v_off[i] = pg * p.kv.v_outer_stride + int64_t{hk} * p.kv.v_head_stride +
+                     int64_t{r} * p.kv.v_row_stride + col;
+        }
+      }
+    }
+  };
+  auto issue_block = [&](int stage, const int64_t(&k_off)[kKPer], const int64_t(&v_off)[kVPer]) {
+    T* dK = sK + stage * kBlockN * kKS;
+    T* dV = sV + stage * kBlockN * kVS;
+#pragma unroll
+    for (int i = 0; i < kKPer; ++i) {
+      const int c = tid + i * kThreads;
+      if (c < kBlockN * kKC) {
+        const int row = c / kKC, col = (c % kKC) * 8;
+        const bool ok = k_off[i] >= 0;
+        cp_async_16(smem_addr(dK + row * kKS + col), ok ? gK + k_off[i] : gK, ok);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kVPer; ++i) {
+      const int c = tid + i * kThreads;
+      if (c < kBlockN * kVC) {
+        const int row = c / kVC, col = (c % kVC) * 8;
+        const bool ok = v_off[i] >= 0;
+        cp_async_16(smem_addr(dV + row * kVS + col), ok ? gV + v_off[i] : gV, ok);
+      }
+    }
+  };
+
+  // pg_next: the page-table entries of the next block to locate (paged only).
+  int pg_next[kPgPer];
+#pragma unroll
+  for (int i = 0; i < kPgPer; ++i) pg_next[i] = 0;
+  {
+    // All page-table reads of the prologue (and the first loop iteration's) first, so that they
+    // overlap instead of each one delaying its stage's copies.
+    int pg[kStages - 1][kPgPer];
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s)
+#pragma unroll
+      for (int i = 0; i < kPgPer; ++i) pg[s][i] = 0;
+    if (paged) {
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s)
+        if (s < n_tiles) fetch_pages(n_begin + s, pg[s]);
+      if (kStages - 1 < n_tiles) fetch_pages(n_begin + kStages - 1, pg_next);
+    }
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < n_tiles) {
+        int64_t pk[kKPer], pv[kVPer];
+        locate_block(n_begin + s, pg[s], pk, pv);
+        issue_block(s, pk, pv);
+      }
+      cp_async_commit();  // group 0 also carries Q
+    }
+  }
+
+  float acc[kMT][kDvWarp / 8][4];
+  float m_run[kR], l_run[kR];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int n = 0; n < kDvWarp / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][n][e] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    m_run[i] = -INFINITY;
+    l_run[i] = 0.f;
+  }
+
+  // ldmatrix lane addressing: matrix mi = lane / 8, row-in-matrix lane % 8.
+  const int mi = lane / 8, mr = lane % 8;
+  // A (16 x 16 at rows r0, cols c0): matrices (r0, c0) (r0+8, c0) (r0, c0+8) (r0+8, c0+8).
+  const uint32_t q_lane = smem_addr(sQ + ((mi & 1) * 8 + mr) * kQS + (mi >> 1) * 8);
+  // K as B (n x k row-major): (n0, k0) (n0, k0+8) (n0+8, k0) (n0+8, k0+8).
+  const int k_lane_off = (kh * 16 + (mi >> 1) * 8 + mr) * kKS + (mi & 1) * 8;
+  // V as B via .trans (k x n row-major): (k0, n0) (k0+8, n0) (k0, n0+8) (k0+8, n0+8).
+  const int v_lane_off = (kh * 16 + (mi & 1) * 8 + mr) * kVS + dh * kDvWarp + (mi >> 1) * 8;
+
+  constexpr int kQFrags = Tile::kQInRegs ? kDqk / 16 : 1;
+  uint32_t qf[kMT][kQFrags][4];
+
+  for (int t = 0; t < n_tiles; ++t) {
+    const int t_next = t + kStages - 1;
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    // The stage refilled here was last read in iteration t - 1, which every thread has left. Its
+    // page-table entries were read an iteration ago; the next block's are read now, and this
+    // iteration's compute hides their latency.
+    if (t_next < n_tiles) {
+      int64_t k_off[kKPer], v_off[kVPer];
+      locate_block(n_begin + t_next, pg_next, k_off, v_off);
+      issue_block(t_next % kStages, k_off, v_off);
+    }
+    if (paged && t_next + 1 < n_tiles) fetch_pages(n_begin + t_next + 1, pg_next);
+    cp_async_commit();
+    if constexpr (Tile::kQInRegs) {
+      if (t == 0) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int kk = 0; kk < kDqk / 16; ++kk)
+            ldmatrix_x4(q_lane + (mt * 16 * kQS + kk * 16) * 2, qf[mt][kk]);
+      }
+    }
+    const int stage = t % kStages;
+    const uint32_t k_base = smem_addr(sK + stage * kBlockN * kKS + k_lane_off);
+    const uint32_t v_base = smem_addr(sV + stage * kBlockN * kVS + v_lane_off);
+
+    // ---- S = Q K^T over this warp's 16 keys
+    float s[kMT][2][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kDqk / 16; ++kk) {
+      uint32_t bk[4];
+      ldmatrix_x4(k_base + kk * 32, bk);
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        uint32_t a[4];
+        if constexpr (Tile::kQInRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[e] = qf[mt][kk][e];
+        } else {
+          ldmatrix_x4(q_lane + (mt * 16 * kQS + kk * 16) * 2, a);
+        }
+        MmaOp<T>::run(s[mt][0], a, bk[0], bk[1]);
+        MmaOp<T>::run(s[mt][1], a, bk[2], bk[3]);
+      }
+    }
+
+    // ---- score mod, mask, online softmax (log2 units)
+    const int j0 = (n_begin + t) * kBlockN;
+    const bool full = full_lo <= j0 && j0 + kBlockN - 1 <= full_hi;
+    const int jl = j0 + kh * 16 + (lane % 4) * 2;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = mt * 2 + (e >> 1);
+          const int j = jl + n * 8 + (e & 1);
+          float x = mod.apply(s[mt][n][e], mrow[i], row_p[i], j);
+          if (!full && (j < row_lo[i] || j > row_hi[i])) x = -INFINITY;
+          s[mt][n][e] = x;
+        }
+#pragma unroll
+    for (int i = 0; i < kR; ++i) {
+      const int mt = i / 2, h = i % 2;
+      float mx = fmaxf(m_run[i], fmaxf(fmaxf(s[mt][0][2 * h], s[mt][0][2 * h + 1]),
+                                       fmaxf(s[mt][1][2 * h], s[mt][1][2 * h + 1])));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_use = mx == -INFINITY ? 0.f : mx;
+      const float alpha = exp2f(m_run[i] - m_use);
+      m_run[i] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        s[mt][n][2 * h] = exp2f(s[mt][n][2 * h] - m_use);
+        s[mt][n][2 * h + 1] = exp2f(s[mt][n][2 * h + 1] - m_use);
+        sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
+      }
+      l_run[i] = l_run[i] * alpha + sum;
+#pragma unroll
+      for (int n = 0; n < kDvWarp / 8; ++n) {
+        acc[mt][n][2 * h] *= alpha;
+        acc[mt][n][2 * h + 1] *= alpha;
+      }
+    }
+
+    // ---- O += P V over this warp's 16 keys and Dv half
+    uint32_t pa[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      pa[mt][0] = pack2<T>(s[mt][0][0], s[mt][0][1]);
+      pa[mt][1] = pack2<T>(s[mt][0][2], s[mt][0][3]);
+      pa[mt][2] = pack2<T>(s[mt][1][0], s[mt][1][1]);
+      pa[mt][3] = pack2<T>(s[mt][1][2], s[mt][1][3]);
+    }
+#pragma unroll
+    for (int nn = 0; nn < kDvWarp / 16; ++nn) {
+      uint32_t bv[4];
+      ldmatrix_x4_trans(v_base + nn * 32, bv);
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        MmaOp<T>::run(acc[mt][2 * nn], pa[mt], bv[0], bv[1]);
+        MmaOp<T>::run(acc[mt][2 * nn + 1], pa[mt], bv[2], bv[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // nothing may still be landing in shared memory
+  __syncthreads();     // every warp is done with the stages, which the merge reuses
+
+  // ---- merge the key groups through shared memory, then store
+  float* red = reinterpret_cast<float*>(sK);
+  float* red_o = red;                       // [kKG][kRows][kDv]
+  float* red_m = red + kKG * kRows * kDv;  // [kKG][kRows]
+  float* red_l = red_m + kKG * kRows;       // [kKG][kRows]
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    const int mt = i / 2, h = i % 2;
+    const int rr = mt * 16 + lane / 4 + h * 8;
+    float l = l_run[i];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (dh == 0 && lane % 4 == 0) {
+      red_m[kh * kRows + rr] = m_run[i];
+      red_l[kh * kRows + rr] = l;
+    }
+#pragma unroll
+    for (int n = 0; n < kDvWarp / 8; ++n) {
+      const int c = dh * kDvWarp + n * 8 + (lane % 4) * 2;
+      *reinterpret_cast<float2*>(red_o + (kh * kRows + rr) * kDv + c) =
+          make_float2(acc[mt][n][2 * h], acc[mt][n][2 * h + 1]);
+    }
+  }
+  __syncthreads();
+  ab_decode_store<Tile, T>(p, red, rows_total, b, hk, q_start, split);
+  if (p.num_splits > 1) decode_merge_if_last<Tile, T>(p, rows_total, b, hk, q_start);
+}
+
+
+template <class Tile, typename T, class Mask, class Mod>
+Status launch_portable_decode(const FwdParams& p, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (p.batch == 0 || p.max_seqlen_q == 0) return Status::Ok();
+  if (int64_t{p.max_seqlen_q} * p.group.d > Tile::kRows)
+    return Status::Invalid("portable decode kernel: max_seqlen_q * group (" +
+                           std::to_string(int64_t{p.max_seqlen_q} * p.group.d) +
+                           ") exceeds its " + std::to_string(Tile::kRows) + " rows");
+  if (p.batch > kMaxDecodeBatch || p.num_splits < 1 || p.num_splits > kMaxDecodeSplits)
+    return Status::Invalid("portable decode kernel: batch must be <= 65535 and num_splits in [1, " +
+                           std::to_string(kMaxDecodeSplits) + "]");
+  if (p.num_splits > 1 && (p.part_o == nullptr || p.part_lse == nullptr || p.split_counters == nullptr))
+    return Status::Invalid("portable decode kernel: num_splits > 1 needs the partial buffers and "
+                           "the split counters");
+  auto kernel = ab_portable_decode_kernel<Tile, T, Mask, Mod>;
+  int device = 0;
+  ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
+  // The shared-memory limit is a per-device function attribute: set once per device (decode
+  // calls are short, so host time per call matters). Not a stream operation, so it is legal
+  // while the stream is being captured.
+  static std::atomic<uint64_t> configured{0};
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit == 0 || (configured.load(std::memory_order_acquire) & bit) == 0) {
+    ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          Tile::kSmemBytes));
+    configured.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  const dim3 grid(static_cast<unsigned>(p.hkv * p.num_splits), static_cast<unsigned>(p.batch));
+  if (p.num_splits == 1) {
+    kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, s>>>(p);
+    ATTNKIT_CUDA_CHECK_LAUNCH("ab_portable_decode_kernel");
+    return Status::Ok();
+  }
+
+  const int n_counters = p.batch * p.hkv;
+  constexpr int kZeroBlock = 256;
+  const int zero_blocks = std::min((n_counters + kZeroBlock - 1) / kZeroBlock, 1024);
+  decode_zero_counters<kZeroBlock><<<zero_blocks, kZeroBlock, 0, s>>>(p.split_counters, n_counters);
+  ATTNKIT_CUDA_CHECK_LAUNCH("decode_zero_counters");
+  int cc_major = 0;
+  ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(Tile::kThreads);
+  cfg.dynamicSmemBytes = Tile::kSmemBytes;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = cc_major >= 9 ? 1 : 0;
+  ATTNKIT_CUDA_TRY(cudaLaunchKernelEx(&cfg, kernel, p));
+  return Status::Ok();
+}
+
+}  // namespace attnkit::gpu::ab_base
