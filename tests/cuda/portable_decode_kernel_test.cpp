@@ -2,7 +2,7 @@
 // counts (16 and 32 rows per KV head), the plain variant the dispatcher picks for unmasked (or
 // one-token causal) decode against the generic one, ragged Q and K, more splits than a warp has
 // lanes, the requested split count clamped to what the combine takes, the 8-warp tile, and the
-// page-table entries read before the sequence length is known.
+// L2 policy of the K/V reads.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -160,31 +160,36 @@ TEST(PortableDecodeKernel, EightWarpTile) {
     }
 }
 
-// Paged KV: a split reads the page-table entries of its first stages before it knows the
-// sequence length, guessing its key range from the table's width (max_pages * page_size), and uses
-// them only where the guess was its real range. The case mixes both outcomes: 2113 keys in pages
-// of 1 or 16 give as many 64-key (and 32-key) blocks as the table's width, so every split guesses
-// right; pages of 64, a shorter sequence, and a sliding window (whose first block is not the
-// guess) make splits read their entries again. Table entries past a sequence's pages are -1: read
-// early, they must never be used.
-TEST(PortableDecodeKernel, EarlyPageTableRead) {
+// The planner reads K/V evict-first in L2 (decode_l2_stream) where a call may read at most 8 x L2
+// of it: every decode case of this suite does, so the kernels above ran with that policy
+// (checked here on the plain and the generic variant, contiguous and paged), and the plan names
+// it. A call that may read more keeps the default policy: planned here on views of a small buffer
+// with 64k keys per sequence (537 MB of K/V; planning reads no data), which also gives the
+// +l2stream plan's kernel the default policy's name.
+TEST(PortableDecodeKernel, L2PolicyFollowsKvBytes) {
   uint64_t seed = 2500;
-  for (int ps : {1, 16, 64})
-    for (bool window : {false, true})
-      for (int splits : {1, 3, 7, 0}) {
-        AttnCase c = gqa_decode_case(3, 1, 1, ++seed);
-        c.seqlens_k = {2113, 900, 2113};
-        c.kv = KvKind::kPaged;
-        c.page_size = ps;
-        c.invalid_page_padding = true;
-        if (window) c.mask = Mask::sliding_window(700, 0);
-        c.num_splits = splits;
-        SCOPED_TRACE(c.str());
-        GpuRun r = run_on_gpu(c);
-        expect_gpu_matches(r);
-        if (splits > 0) EXPECT_EQ(r.plan.num_splits, splits);
-        EXPECT_EQ(has(r.plan.kernel, "NoMask_NoScoreMod_decode16"), !window) << r.plan.kernel;
-      }
+  for (KvKind kv : {KvKind::kContiguous, KvKind::kPaged})
+    for (bool window : {false, true}) {
+      AttnCase c = gqa_decode_case(2, 1, 3000, ++seed);
+      c.kv = kv;
+      if (window) c.mask = Mask::sliding_window(700, 0);
+      SCOPED_TRACE(c.str());
+      GpuRun r = run_on_gpu(c);
+      expect_gpu_matches(r);
+      EXPECT_TRUE(has(r.plan.kernel, "+l2stream")) << r.plan.kernel;
+      EXPECT_EQ(has(r.plan.kernel, "NoMask_NoScoreMod_decode16"), !window) << r.plan.kernel;
+      if (kv != KvKind::kContiguous || window) continue;
+      AttentionArgs big = r.dev.args();
+      big.k = make_view(big.k.data, DType::kBFloat16, {2, 65536, 8, 128}, big.k.device);
+      big.v = make_view(big.v.data, DType::kBFloat16, {2, 65536, 8, 128}, big.v.device);
+      AttentionPlan plan;
+      const Status st = plan_attention(big, portable_opts(), &plan);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_TRUE(has(plan.kernel, "NoMask_NoScoreMod_decode16")) << plan.kernel;
+      EXPECT_FALSE(has(plan.kernel, "+l2stream")) << plan.kernel;
+      EXPECT_EQ(plan.kernel.substr(0, plan.kernel.find('+')),
+                r.plan.kernel.substr(0, r.plan.kernel.find('+')));
+    }
 }
 
 }  // namespace

@@ -16,9 +16,8 @@
 // are formed, so a page-table read never stalls the copies behind it. Rows with no visible key:
 // O = 0 and LSE = -inf, with or without a sink.
 //
-// K and V are read once per call, so their copies take the tile's L2 policy (KvL2Stream: inserted
-// evict-first, so that the stream replaces its own lines rather than the lines L2 holds for
-// others, dirty ones included, which it would otherwise have to write back as it reads).
+// Each K/V byte of a call is read once, by one CTA; how its lines enter L2 is the tile's KvL2
+// policy, which the planner picks per call (decode_l2_stream, planner.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -37,7 +36,7 @@ namespace attnkit::gpu {
 // 99 KB per-block limit.
 inline constexpr int kDecodeSmemBudget = 96 * 1024;
 
-// How the K/V copies of a decode CTA are inserted in L2.
+// How a decode CTA's K/V lines enter L2.
 struct KvL2Normal {  // the default policy
   struct Policy {};
   __device__ static Policy make() { return {}; }
@@ -45,7 +44,7 @@ struct KvL2Normal {  // the default policy
     cp_async_16(dst, src, valid);
   }
 };
-struct KvL2Stream {  // evict-first: each K/V line is read once, by one CTA
+struct KvL2Stream {  // evict-first: the stream replaces its own lines, not the ones L2 holds
   using Policy = uint64_t;
   __device__ static Policy make() { return l2_evict_first_policy(); }
   __device__ static void copy(Policy policy, uint32_t dst, const void* src, bool valid) {
@@ -54,15 +53,11 @@ struct KvL2Stream {  // evict-first: each K/V line is read once, by one CTA
 };
 
 // kKG_: key groups of 16 keys per stage (2: 4 warps, 32-key stages; 4: 8 warps, 64-key stages).
-// KvL2_: the K/V copies' L2 policy. kSpecPages_ (paged KV): read the page-table entries of the
-// first stages before the sequence length is known (TEMPORARY axis of a same-call A/B; false is
-// the kernel of main up to session 6, with KvL2Normal).
-template <int kDqk_, int kDv_, int kMT_, int kKG_ = 2, class KvL2_ = KvL2Stream,
-          bool kSpecPages_ = true>
+// KvL2_: the K/V copies' L2 policy (KvL2Normal or KvL2Stream).
+template <int kDqk_, int kDv_, int kMT_, int kKG_ = 2, class KvL2_ = KvL2Normal>
 struct DecodeTile {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kMT = kMT_, kKG = kKG_;
   using KvL2 = KvL2_;
-  static constexpr bool kSpecPages = kSpecPages_;
   static constexpr int kRows = 16 * kMT;
   static constexpr int kWarps = 2 * kKG, kThreads = 32 * kWarps;
   // Two CTAs per SM (the shared-memory budget's aim): registers are capped to fit them.
@@ -192,52 +187,15 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   const int b = blockIdx.y;
   const int G = p.group.d;
 
-  // ---- K/V stage loads. Thread chunk i of a stage covers key row (tid + i * kThreads) / kKC.
-  constexpr int kKC = kDqk / 8, kVC = kDv / 8;
-  constexpr int kKPer = (kBlockN * kKC + kThreads - 1) / kThreads;
-  constexpr int kVPer = (kBlockN * kVC + kThreads - 1) / kThreads;
-  const bool paged = p.kv.kind == KvKind::kPaged;
-  // Paged KV: the raw page-table entry of each of this thread's chunks of block n (none for keys
-  // from j_end on), K's then (when they cover other rows) V's. Threads of a warp mostly read the
-  // same entries.
-  constexpr bool kSameRows = kKC == kVC;
-  constexpr int kPgPer = kSameRows ? kKPer : kKPer + kVPer;
-  auto fetch_pages = [&](int n_block, int j_end, int(&pg)[kPgPer]) {
-    const int j0 = n_block * kBlockN;
-#pragma unroll
-    for (int i = 0; i < kPgPer; ++i) {
-      const bool is_k = i < kKPer;
-      const int kc = is_k ? kKC : kVC;
-      const int c = tid + (is_k ? i : i - kKPer) * kThreads;
-      const int j = j0 + c / kc;
-      pg[i] = c < kBlockN * kc && j < j_end ? p.kv.page_entry(b, p.kv.page_size.div(j)) : 0;
-    }
-  };
-
   // Paged KV: the page-table reads wait on the sequence length (seqused_k) and this split's key
-  // range. Guess that range as if the sequence filled its pages and had no mask (always right for
-  // split 0 without a mask), and read the entries of its first kStages blocks now, while the
-  // length is read: where the guess holds, the first copies wait on one memory round trip instead
-  // of two. (Entries up to k_rows = max_pages * page_size are inside the table.)
-  constexpr int kGuessed = Tile::kSpecPages ? kStages : 1;
-  int nb_guess = -1;
-  int pg_guess[kGuessed][kPgPer];
-#pragma unroll
-  for (int s = 0; s < kGuessed; ++s)
-#pragma unroll
-    for (int i = 0; i < kPgPer; ++i) pg_guess[s][i] = 0;
-  if (paged && p.kv.num_pages > 0) {
+  // range. Guess that range as if the sequence filled its pages and had no mask, and warm L2 with
+  // the entries of its first stages now, while the length is read.
+  if (p.kv.kind == KvKind::kPaged && p.kv.num_pages > 0) {
     const int64_t n_all = (int64_t{p.kv.k_rows} + kBlockN - 1) / kBlockN;
     const int64_t nb = n_all * split / p.num_splits;
-    if constexpr (Tile::kSpecPages) {
-      nb_guess = static_cast<int>(nb);
-#pragma unroll
-      for (int s = 0; s < kGuessed; ++s) fetch_pages(nb_guess + s, p.kv.k_rows, pg_guess[s]);
-    } else {  // warm L2 with them instead
-      p.kv.prefetch_pages(b, static_cast<int>(nb * kBlockN),
-                          static_cast<int>(min((nb + kStages) * kBlockN, int64_t{p.kv.k_rows})),
-                          tid, kThreads);
-    }
+    p.kv.prefetch_pages(b, static_cast<int>(nb * kBlockN),
+                        static_cast<int>(min((nb + kStages) * kBlockN, int64_t{p.kv.k_rows})), tid,
+                        kThreads);
   }
 
   const QSeq qs = q_sequence(p, b);
@@ -302,9 +260,14 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     }
   }
 
+  // ---- K/V stage loads. Thread chunk i of a stage covers key row (tid + i * kThreads) / kKC.
+  constexpr int kKC = kDqk / 8, kVC = kDv / 8;
+  constexpr int kKPer = (kBlockN * kKC + kThreads - 1) / kThreads;
+  constexpr int kVPer = (kBlockN * kVC + kThreads - 1) / kThreads;
   // Contiguous and ragged KV: key j sits at a fixed row stride from key 0, so each of this
   // thread's chunks has a fixed offset within a block and a block adds j0 rows; computed once here,
   // that leaves a compare and an add per copy. (Paged KV looks each key row's page up.)
+  const bool paged = p.kv.kind == KvKind::kPaged;
   // When kThreads is a multiple of the chunks per row, a thread's chunks sit at a fixed row step
   // (same column): one offset and one step then replace the array, registers the 8-warp tile needs.
   constexpr bool kKStep = kThreads % kKC == 0, kVStep = kThreads % kVC == 0;
@@ -332,9 +295,24 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     if constexpr (kKStep) k_step = (kThreads / kKC) * p.kv.k_row_stride;
     if constexpr (kVStep) v_step = (kThreads / kVC) * p.kv.v_row_stride;
   }
+  // Paged KV: the raw page-table entry of each of this thread's chunks of block n, K's then
+  // (when they cover other rows) V's. Loaded an iteration before locate_block uses them, so the
+  // read's latency never delays the copies. Threads of a warp mostly read the same entries.
+  constexpr bool kSameRows = kKC == kVC;
+  constexpr int kPgPer = kSameRows ? kKPer : kKPer + kVPer;
+  auto fetch_pages = [&](int n_block, int(&pg)[kPgPer]) {
+    const int j0 = n_block * kBlockN;
+#pragma unroll
+    for (int i = 0; i < kPgPer; ++i) {
+      const bool is_k = i < kKPer;
+      const int kc = is_k ? kKC : kVC;
+      const int c = tid + (is_k ? i : i - kKPer) * kThreads;
+      const int j = j0 + c / kc;
+      pg[i] = c < kBlockN * kc && j < sk ? p.kv.page_entry(b, p.kv.page_size.div(j)) : 0;
+    }
+  };
   // Element offsets of this thread's chunks for block n (-1: past the sequence end); pg_in: the
-  // block's page-table entries (paged only), fetched an iteration before (fetch_pages), so that
-  // the read's latency never delays the copies.
+  // block's page-table entries (paged only).
   auto locate_block = [&](int n_block, const int(&pg_in)[kPgPer], int64_t(&k_off)[kKPer],
                           int64_t(&v_off)[kVPer]) {
     const int j0 = n_block * kBlockN;
@@ -423,19 +401,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
 #pragma unroll
       for (int i = 0; i < kPgPer; ++i) pg[s][i] = 0;
     if (paged) {
-      if (Tile::kSpecPages && n_begin == nb_guess) {  // the guessed entries are this split's
 #pragma unroll
-        for (int s = 0; s < kStages - 1; ++s)
-#pragma unroll
-          for (int i = 0; i < kPgPer; ++i) pg[s][i] = pg_guess[kGuessed == kStages ? s : 0][i];
-#pragma unroll
-        for (int i = 0; i < kPgPer; ++i) pg_next[i] = pg_guess[kGuessed - 1][i];
-      } else {
-#pragma unroll
-        for (int s = 0; s < kStages - 1; ++s)
-          if (s < n_tiles) fetch_pages(n_begin + s, sk, pg[s]);
-        if (kStages - 1 < n_tiles) fetch_pages(n_begin + kStages - 1, sk, pg_next);
-      }
+      for (int s = 0; s < kStages - 1; ++s)
+        if (s < n_tiles) fetch_pages(n_begin + s, pg[s]);
+      if (kStages - 1 < n_tiles) fetch_pages(n_begin + kStages - 1, pg_next);
     }
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
@@ -486,7 +455,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       locate_block(n_begin + t_next, pg_next, k_off, v_off);
       issue_block(t_next % kStages, k_off, v_off);
     }
-    if (paged && t_next + 1 < n_tiles) fetch_pages(n_begin + t_next + 1, sk, pg_next);
+    if (paged && t_next + 1 < n_tiles) fetch_pages(n_begin + t_next + 1, pg_next);
     cp_async_commit();
     if constexpr (Tile::kQInRegs) {
       if (t == 0) {

@@ -19,17 +19,15 @@
 
 namespace attnkit::gpu {
 
-// TEMPORARY (a same-call A/B; removed before the branch is handed back): ATTNKIT_PDEC selects,
-// for the plain bf16 128/128 16-row variant only, "base" (main's kernel: default L2 policy, page
-// entries prefetched to L2), "ef" (evict-first copies alone) or "spec" (the early page-table
-// read alone); unset or anything else: both.
-inline int decode_ab_choice() {
-  static const int choice = [] {
+// TEMPORARY (a same-call A/B; removed before the branch is handed back): ATTNKIT_PDEC=base runs
+// the plain bf16 128/128 16-row variant on main's kernel (decode_kernel_ab_base.cuh), whatever
+// L2 policy the plan chose.
+inline bool decode_ab_base() {
+  static const bool base = [] {
     const char* e = std::getenv("ATTNKIT_PDEC");
-    const std::string s = e != nullptr ? e : "";
-    return s == "base" ? 1 : s == "ef" ? 2 : s == "spec" ? 3 : 0;
+    return e != nullptr && std::string(e) == "base";
   }();
-  return choice;
+  return base;
 }
 
 // Grid limits: x = kv_heads * num_splits (2^31 - 1), y = batch (65535).
@@ -96,36 +94,41 @@ Status launch_portable_decode(const FwdParams& p, void* stream) {
 }  // namespace attnkit::gpu
 
 // Defines portable_decode_<dqk>_<dv>_<dtype>_<mask>_<mod>_r<rows>: the decode kernel for up to
-// `rows` (16 or 32) query rows (tokens x GQA group) per KV head.
+// `rows` (16 or 32) query rows (tokens x GQA group) per KV head, and the same with its K/V read
+// evict-first in L2 (suffix _l2stream; decode_l2_stream in planner.h picks).
 #define ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS) \
   portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS
+#define ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS) \
+  portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_l2stream
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_bf16 __nv_bfloat16
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_fp16 __half
-#define ATTNKIT_DEFINE_PORTABLE_DECODE(DQK, DV, DT, MASK, MOD, ROWS)                            \
-  namespace attnkit::gpu {                                                                      \
-  Status ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,          \
-                                                                   void* stream) {             \
-    constexpr int kMT = (ROWS) / 16;                                                            \
-    constexpr bool kPlain = std::is_same_v<MASK, NoMask> && std::is_same_v<MOD, NoScoreMod>;   \
-    constexpr int kKG = decode_key_groups<DQK, DV, kMT, kPlain>();                              \
-    using Tile = DecodeTile<DQK, DV, kMT, kKG>;                                                 \
-    using CT = ATTNKIT_PORTABLE_DECODE_CTYPE_##DT;                                              \
-    if constexpr (kPlain && (DQK) == 128 && (DV) == 128 && kMT == 1 &&                          \
-                  std::is_same_v<CT, __nv_bfloat16>) {                                          \
-      switch (decode_ab_choice()) {                                                             \
-        case 1:                                                                                 \
-          return ab_base::launch_portable_decode<ab_base::DecodeTile<DQK, DV, kMT, kKG>, CT,    \
-                                                 MASK, MOD>(p, stream);                         \
-        case 2:                                                                                 \
-          return launch_portable_decode<DecodeTile<DQK, DV, kMT, kKG, KvL2Stream, false>, CT,   \
-                                        MASK, MOD>(p, stream);                                  \
-        case 3:                                                                                 \
-          return launch_portable_decode<DecodeTile<DQK, DV, kMT, kKG, KvL2Normal, true>, CT,    \
-                                        MASK, MOD>(p, stream);                                  \
-        default:                                                                                \
-          break;                                                                                \
-      }                                                                                         \
-    }                                                                                           \
-    return launch_portable_decode<Tile, CT, MASK, MOD>(p, stream);                              \
-  }                                                                                             \
+#define ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2)                                 \
+  DecodeTile<DQK, DV, (ROWS) / 16,                                                                \
+             decode_key_groups<DQK, DV, (ROWS) / 16,                                              \
+                               std::is_same_v<MASK, NoMask> && std::is_same_v<MOD, NoScoreMod>>(), \
+             L2>
+#define ATTNKIT_DEFINE_PORTABLE_DECODE(DQK, DV, DT, MASK, MOD, ROWS)                              \
+  namespace attnkit::gpu {                                                                        \
+  Status ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,            \
+                                                                   void* stream) {               \
+    using CT = ATTNKIT_PORTABLE_DECODE_CTYPE_##DT;                                                \
+    using Tile = ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, KvL2Normal);              \
+    if constexpr (std::is_same_v<Tile, DecodeTile<128, 128, 1, 4>> &&                             \
+                  std::is_same_v<CT, __nv_bfloat16>)                                              \
+      if (decode_ab_base())                                                                       \
+        return ab_base::launch_portable_decode<ab_base::DecodeTile<128, 128, 1, 4>, CT, MASK,     \
+                                               MOD>(p, stream);                                   \
+    return launch_portable_decode<Tile, CT, MASK, MOD>(p, stream);                                \
+  }                                                                                               \
+  Status ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,   \
+                                                                            void* stream) {      \
+    using CT = ATTNKIT_PORTABLE_DECODE_CTYPE_##DT;                                                \
+    using Tile = ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, KvL2Stream);              \
+    if constexpr (std::is_same_v<Tile, DecodeTile<128, 128, 1, 4, KvL2Stream>> &&                 \
+                  std::is_same_v<CT, __nv_bfloat16>)                                              \
+      if (decode_ab_base())                                                                       \
+        return ab_base::launch_portable_decode<ab_base::DecodeTile<128, 128, 1, 4>, CT, MASK,     \
+                                               MOD>(p, stream);                                   \
+    return launch_portable_decode<Tile, CT, MASK, MOD>(p, stream);                                \
+  }                                                                                               \
   }
