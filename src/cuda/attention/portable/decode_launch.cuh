@@ -8,27 +8,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
 #include "attnkit/status.h"
 #include "cuda/attention/portable/decode_kernel.cuh"
-#include "cuda/attention/portable/decode_kernel_ab_base.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace attnkit::gpu {
-
-// TEMPORARY (a same-call A/B; removed before the branch is handed back): ATTNKIT_PDEC=base runs
-// the plain bf16 128/128 16-row variant on main's kernel (decode_kernel_ab_base.cuh), whatever
-// L2 policy the plan chose.
-inline bool decode_ab_base() {
-  static const bool base = [] {
-    const char* e = std::getenv("ATTNKIT_PDEC");
-    return e != nullptr && std::string(e) == "base";
-  }();
-  return base;
-}
 
 // Grid limits: x = kv_heads * num_splits (2^31 - 1), y = batch (65535).
 inline constexpr int kMaxDecodeBatch = 65535;
@@ -111,24 +98,12 @@ Status launch_portable_decode(const FwdParams& p, void* stream) {
   namespace attnkit::gpu {                                                                        \
   Status ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,            \
                                                                    void* stream) {               \
-    using CT = ATTNKIT_PORTABLE_DECODE_CTYPE_##DT;                                                \
     using Tile = ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, KvL2Normal);              \
-    if constexpr (std::is_same_v<Tile, DecodeTile<128, 128, 1, 4>> &&                             \
-                  std::is_same_v<CT, __nv_bfloat16>)                                              \
-      if (decode_ab_base())                                                                       \
-        return ab_base::launch_portable_decode<ab_base::DecodeTile<128, 128, 1, 4>, CT, MASK,     \
-                                               MOD>(p, stream);                                   \
-    return launch_portable_decode<Tile, CT, MASK, MOD>(p, stream);                                \
+    return launch_portable_decode<Tile, ATTNKIT_PORTABLE_DECODE_CTYPE_##DT, MASK, MOD>(p, stream); \
   }                                                                                               \
   Status ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,   \
                                                                             void* stream) {      \
-    using CT = ATTNKIT_PORTABLE_DECODE_CTYPE_##DT;                                                \
     using Tile = ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, KvL2Stream);              \
-    if constexpr (std::is_same_v<Tile, DecodeTile<128, 128, 1, 4, KvL2Stream>> &&                 \
-                  std::is_same_v<CT, __nv_bfloat16>)                                              \
-      if (decode_ab_base())                                                                       \
-        return ab_base::launch_portable_decode<ab_base::DecodeTile<128, 128, 1, 4>, CT, MASK,     \
-                                               MOD>(p, stream);                                   \
-    return launch_portable_decode<Tile, CT, MASK, MOD>(p, stream);                                \
+    return launch_portable_decode<Tile, ATTNKIT_PORTABLE_DECODE_CTYPE_##DT, MASK, MOD>(p, stream); \
   }                                                                                               \
   }
