@@ -19,6 +19,7 @@ Status cpu_merge_states(const MergeStatesArgs& args, const MergeProblem& prob,
 // ---- Device facts (src/cuda/common)
 struct CudaDeviceInfo {
   int cc_major = 0, cc_minor = 0, sm_count = 0;
+  int64_t l2_bytes = 0;
 };
 Status cuda_device_info(int device, CudaDeviceInfo* info);
 

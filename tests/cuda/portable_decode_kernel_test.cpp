@@ -1,7 +1,8 @@
 // The portable decode kernel (decode_kernel.cuh) and its combine: every head dim on both row
 // counts (16 and 32 rows per KV head), the plain variant the dispatcher picks for unmasked (or
 // one-token causal) decode against the generic one, ragged Q and K, more splits than a warp has
-// lanes, the requested split count clamped to what the combine takes, and the 8-warp tile.
+// lanes, the requested split count clamped to what the combine takes, the 8-warp tile, and the
+// L2 policy of the K/V reads.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -156,6 +157,38 @@ TEST(PortableDecodeKernel, EightWarpTile) {
         if (splits != 16) continue;
         expect_rerun_bit_identical(r, portable_opts());
       }
+    }
+}
+
+// The planner reads K/V evict-first in L2 (decode_l2_stream) where a call may read at most 8 x L2
+// of it: every decode case of this suite does, so the kernels above ran with that policy
+// (checked here on the plain and the generic variant, contiguous and paged), and the plan names
+// it. A call that may read more keeps the default policy: planned here on views of a small buffer
+// with 64k keys per sequence (537 MB of K/V; planning reads no data), which also gives the
+// +l2stream plan's kernel the default policy's name.
+TEST(PortableDecodeKernel, L2PolicyFollowsKvBytes) {
+  uint64_t seed = 2500;
+  for (KvKind kv : {KvKind::kContiguous, KvKind::kPaged})
+    for (bool window : {false, true}) {
+      AttnCase c = gqa_decode_case(2, 1, 3000, ++seed);
+      c.kv = kv;
+      if (window) c.mask = Mask::sliding_window(700, 0);
+      SCOPED_TRACE(c.str());
+      GpuRun r = run_on_gpu(c);
+      expect_gpu_matches(r);
+      EXPECT_TRUE(has(r.plan.kernel, "+l2stream")) << r.plan.kernel;
+      EXPECT_EQ(has(r.plan.kernel, "NoMask_NoScoreMod_decode16"), !window) << r.plan.kernel;
+      if (kv != KvKind::kContiguous || window) continue;
+      AttentionArgs big = r.dev.args();
+      big.k = make_view(big.k.data, DType::kBFloat16, {2, 65536, 8, 128}, big.k.device);
+      big.v = make_view(big.v.data, DType::kBFloat16, {2, 65536, 8, 128}, big.v.device);
+      AttentionPlan plan;
+      const Status st = plan_attention(big, portable_opts(), &plan);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_TRUE(has(plan.kernel, "NoMask_NoScoreMod_decode16")) << plan.kernel;
+      EXPECT_FALSE(has(plan.kernel, "+l2stream")) << plan.kernel;
+      EXPECT_EQ(plan.kernel.substr(0, plan.kernel.find('+')),
+                r.plan.kernel.substr(0, r.plan.kernel.find('+')));
     }
 }
 

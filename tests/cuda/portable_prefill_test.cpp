@@ -241,6 +241,30 @@ TEST(PortablePrefill, ScaleSignAndSplits) {
       }
 }
 
+// Masked d256 calls with at most 512 query rows (tokens x group) per head run the tile without
+// warp pairs, longer ones the pairs (fwd_launch.cuh, ShortMaskedTile): both sides of the cut, one
+// query head per KV head and two, with large logits (the lazy rescale) and split-KV partials.
+TEST(PortablePrefill, D256MaskedTileByRows) {
+  const Mask masks[] = {Mask::causal(), Mask::sliding_window(100, 0)};
+  uint64_t seed = 1150;
+  for (auto [hq, sq] : {std::pair{2, 512}, {2, 513}, {4, 256}, {4, 257}})
+    for (const Mask& m : masks)
+      for (int splits : {1, 3}) {
+        AttnCase c = gqa_case(1, sq, sq + 37, ++seed, hq, 2);
+        c.dqk = c.dv = 256;
+        c.mask = m;
+        c.qk_scale = 3.f;
+        c.v_scale = 0.25f;
+        c.num_splits = splits;
+        SCOPED_TRACE(c.str());
+        const GpuRun r = run_on_gpu(c);
+        EXPECT_EQ(r.plan.num_splits, splits) << r.plan.kernel;
+        EXPECT_NE(r.plan.kernel.find("256_256_bf16_WindowChunkMask_NoScoreMod"), std::string::npos)
+            << r.plan.kernel;
+        expect_gpu_matches(r);
+      }
+}
+
 // One query head per KV head over several 128-row tiles (d64 / d128; d256: 64-row tiles in warp
 // pairs): with a mask, a warp (pair) skips the key tiles past the last one its rows see (the
 // causal diagonal's last tile for the upper two warps), and O rows (each pair warp's Dv half) are

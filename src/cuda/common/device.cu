@@ -29,6 +29,9 @@ Status cuda_device_info(int device, CudaDeviceInfo* info) {
   ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&d.cc_major, cudaDevAttrComputeCapabilityMajor, device));
   ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&d.cc_minor, cudaDevAttrComputeCapabilityMinor, device));
   ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, device));
+  int l2 = 0;
+  ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  d.l2_bytes = l2;
   if (cache.size() <= static_cast<size_t>(device)) cache.resize(device + 1);
   cache[device] = {true, d};
   *info = d;

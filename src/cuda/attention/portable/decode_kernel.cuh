@@ -15,6 +15,9 @@
 // Paged KV: the page-table entries of a stage are loaded one loop iteration before its addresses
 // are formed, so a page-table read never stalls the copies behind it. Rows with no visible key:
 // O = 0 and LSE = -inf, with or without a sink.
+//
+// Each K/V byte of a call is read once, by one CTA; how its lines enter L2 is the tile's KvL2
+// policy, which the planner picks per call (decode_l2_stream, planner.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,10 +36,28 @@ namespace attnkit::gpu {
 // 99 KB per-block limit.
 inline constexpr int kDecodeSmemBudget = 96 * 1024;
 
+// How a decode CTA's K/V lines enter L2.
+struct KvL2Normal {  // the default policy
+  struct Policy {};
+  __device__ static Policy make() { return {}; }
+  __device__ static void copy(Policy, uint32_t dst, const void* src, bool valid) {
+    cp_async_16(dst, src, valid);
+  }
+};
+struct KvL2Stream {  // evict-first: the stream replaces its own lines, not the ones L2 holds
+  using Policy = uint64_t;
+  __device__ static Policy make() { return l2_evict_first_policy(); }
+  __device__ static void copy(Policy policy, uint32_t dst, const void* src, bool valid) {
+    cp_async_16(dst, src, valid, policy);
+  }
+};
+
 // kKG_: key groups of 16 keys per stage (2: 4 warps, 32-key stages; 4: 8 warps, 64-key stages).
-template <int kDqk_, int kDv_, int kMT_, int kKG_ = 2>
+// KvL2_: the K/V copies' L2 policy (KvL2Normal or KvL2Stream).
+template <int kDqk_, int kDv_, int kMT_, int kKG_ = 2, class KvL2_ = KvL2Normal>
 struct DecodeTile {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kMT = kMT_, kKG = kKG_;
+  using KvL2 = KvL2_;
   static constexpr int kRows = 16 * kMT;
   static constexpr int kWarps = 2 * kKG, kThreads = 32 * kWarps;
   // Two CTAs per SM (the shared-memory budget's aim): registers are capped to fit them.
@@ -343,6 +364,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       }
     }
   };
+  const typename Tile::KvL2::Policy kv_l2 = Tile::KvL2::make();
   auto issue_block = [&](int stage, const int64_t(&k_off)[kKPer], const int64_t(&v_off)[kVPer]) {
     T* dK = sK + stage * kBlockN * kKS;
     T* dV = sV + stage * kBlockN * kVS;
@@ -352,7 +374,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       if (c < kBlockN * kKC) {
         const int row = c / kKC, col = (c % kKC) * 8;
         const bool ok = k_off[i] >= 0;
-        cp_async_16(smem_addr(dK + row * kKS + col), ok ? gK + k_off[i] : gK, ok);
+        Tile::KvL2::copy(kv_l2, smem_addr(dK + row * kKS + col), ok ? gK + k_off[i] : gK, ok);
       }
     }
 #pragma unroll
@@ -361,7 +383,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       if (c < kBlockN * kVC) {
         const int row = c / kVC, col = (c % kVC) * 8;
         const bool ok = v_off[i] >= 0;
-        cp_async_16(smem_addr(dV + row * kVS + col), ok ? gV + v_off[i] : gV, ok);
+        Tile::KvL2::copy(kv_l2, smem_addr(dV + row * kVS + col), ok ? gV + v_off[i] : gV, ok);
       }
     }
   };

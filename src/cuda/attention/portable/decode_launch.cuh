@@ -81,19 +81,29 @@ Status launch_portable_decode(const FwdParams& p, void* stream) {
 }  // namespace attnkit::gpu
 
 // Defines portable_decode_<dqk>_<dv>_<dtype>_<mask>_<mod>_r<rows>: the decode kernel for up to
-// `rows` (16 or 32) query rows (tokens x GQA group) per KV head.
+// `rows` (16 or 32) query rows (tokens x GQA group) per KV head, and the same with its K/V read
+// evict-first in L2 (suffix _l2stream; decode_l2_stream in planner.h picks).
 #define ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS) \
   portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS
+#define ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS) \
+  portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_l2stream
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_bf16 __nv_bfloat16
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_fp16 __half
-#define ATTNKIT_DEFINE_PORTABLE_DECODE(DQK, DV, DT, MASK, MOD, ROWS)                            \
-  namespace attnkit::gpu {                                                                      \
-  Status ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,          \
-                                                                   void* stream) {             \
-    constexpr int kMT = (ROWS) / 16;                                                            \
-    constexpr bool kPlain = std::is_same_v<MASK, NoMask> && std::is_same_v<MOD, NoScoreMod>;   \
-    using Tile = DecodeTile<DQK, DV, kMT, decode_key_groups<DQK, DV, kMT, kPlain>()>;           \
-    using CT = ATTNKIT_PORTABLE_DECODE_CTYPE_##DT;                                              \
-    return launch_portable_decode<Tile, CT, MASK, MOD>(p, stream);                              \
-  }                                                                                             \
+#define ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2)                                 \
+  DecodeTile<DQK, DV, (ROWS) / 16,                                                                \
+             decode_key_groups<DQK, DV, (ROWS) / 16,                                              \
+                               std::is_same_v<MASK, NoMask> && std::is_same_v<MOD, NoScoreMod>>(), \
+             L2>
+#define ATTNKIT_DEFINE_PORTABLE_DECODE(DQK, DV, DT, MASK, MOD, ROWS)                              \
+  namespace attnkit::gpu {                                                                        \
+  Status ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,            \
+                                                                   void* stream) {               \
+    using Tile = ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, KvL2Normal);              \
+    return launch_portable_decode<Tile, ATTNKIT_PORTABLE_DECODE_CTYPE_##DT, MASK, MOD>(p, stream); \
+  }                                                                                               \
+  Status ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,   \
+                                                                            void* stream) {      \
+    using Tile = ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, KvL2Stream);              \
+    return launch_portable_decode<Tile, ATTNKIT_PORTABLE_DECODE_CTYPE_##DT, MASK, MOD>(p, stream); \
+  }                                                                                               \
   }

@@ -24,7 +24,8 @@ namespace attnkit::gpu {
 //     GQA rows 1.027 against 1.013), Q re-read from shared memory (in registers, S + O + Q pass
 //     255 registers);
 //   d256: 64 x 64 in warp pairs, single K and V buffers (0.934 against 0.909 without pairs; 8
-//     warps of 16 rows with 2 stages 0.909, the same in pairs 0.916);
+//     warps of 16 rows with 2 stages 0.909, the same in pairs 0.916), except masked calls with at
+//     most 512 query rows per head (ShortMaskedTile);
 //   softcap / ALiBi (more per-row state), d96, 192/128: 64 query rows, 2 stages;
 //   192/192: 64 x 32, 2 stages.
 // Every tile skips O's rescale while no row's max grew by more than 2^8 (lazy_rescale: 0.980 ->
@@ -58,6 +59,22 @@ template <int kDqk, int kDv, class Mask, class Mod>
 using TileFor = typename PrefillTileSel<kDqk, kDv, std::is_same_v<Mod, NoScoreMod>,
                                         !std::is_same_v<Mask, NoMask>>::type;
 
+// Masked d256 calls with at most kShortMaskedRows query rows (tokens x group) per head run the
+// tile without warp pairs: 4 warps of 16 rows, 64 x 64, single K and V buffers. H100, bf16, the
+// same call: b32 x 512 causal 0.1944 / 0.1928 ms against 0.2054 / 0.2061 in pairs (0.889 against
+// 0.837 of FlashAttention-2; an earlier call: 0.899 against 0.846; with this rule on another
+// H100: 0.90); at 1k causal and at 512 without a mask the pairs were as fast or faster. Same block sizes, so the planner's view holds.
+// (fp16 takes the same tiles; only bf16 was timed.)
+inline constexpr int64_t kShortMaskedRows = 512;
+template <int kDqk, int kDv, class Mask, class Mod>
+struct ShortMaskedTile {
+  using type = void;  // none: TileFor serves every length
+};
+template <>
+struct ShortMaskedTile<256, 256, WindowChunkMask, NoScoreMod> {
+  using type = PrefillTile<256, 256, 64, 64, 1, false, 4, false, true>;
+};
+
 // The planner's view of the tiles (host code cannot name them); each instantiation checks that
 // they agree.
 constexpr int block_m_for(int dqk, int dv, bool trivial_mod, bool masked) {
@@ -90,6 +107,19 @@ Status launch_portable_fwd(const FwdParams& p, void* stream) {
   return Status::Ok();
 }
 
+// One variant's launch: its tile, or ShortMaskedTile's for short calls where there is one.
+template <class Tile, typename T, class Mask, class Mod>
+Status launch_portable_fwd_variant(const FwdParams& p, void* stream) {
+  using Short = typename ShortMaskedTile<Tile::kDqk, Tile::kDv, Mask, Mod>::type;
+  if constexpr (!std::is_void_v<Short>) {
+    static_assert(Short::kBlockM == Tile::kBlockM && Short::kBlockN == Tile::kBlockN,
+                  "the planner's block sizes hold for both tiles");
+    if (int64_t{p.max_seqlen_q} * p.group.d <= kShortMaskedRows)
+      return launch_portable_fwd<Short, T, Mask, Mod>(p, stream);
+  }
+  return launch_portable_fwd<Tile, T, Mask, Mod>(p, stream);
+}
+
 }  // namespace attnkit::gpu
 
 // Defines the launcher of one variant: portable_fwd_<dqk>_<dv>_<dtype>_<mask>_<mod>_<tile>.
@@ -109,7 +139,7 @@ Status launch_portable_fwd(const FwdParams& p, void* stream) {
                                 !std::is_same_v<MASK, NoMask>),                                   \
                 "block_n_for disagrees with the tile");                                           \
   Status ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)(const FwdParams& p, void* stream) { \
-    return launch_portable_fwd<Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE,                       \
-                               ATTNKIT_PORTABLE_CTYPE_##DT, MASK, MOD>(p, stream);                \
+    return launch_portable_fwd_variant<Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE,               \
+                                       ATTNKIT_PORTABLE_CTYPE_##DT, MASK, MOD>(p, stream);        \
   }                                                                                               \
   }

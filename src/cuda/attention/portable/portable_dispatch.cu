@@ -35,7 +35,12 @@ struct Variant {
   int decode_rows;  // decode kernel: the most query rows (tokens x group) per KV head; 0: prefill
   const char* name;
   Status (*launch)(const FwdParams&, void*);
+  // Decode: the same kernel reading K/V evict-first in L2 (decode_l2_stream; plan suffix below).
+  Status (*launch_l2stream)(const FwdParams&, void*);
 };
+
+// Marks a decode plan whose K/V are read evict-first in L2.
+constexpr const char* kL2StreamSuffix = "+l2stream";
 
 constexpr DType dtype_of(const char* t) {
   return t[0] == 'b' ? DType::kBFloat16 : DType::kFloat16;
@@ -47,11 +52,12 @@ constexpr Policy policy_of(const char* mask, const char* mod) {
 #define ATTNKIT_VARIANT_ROW(DQK, DV, DT, MASK, MOD, TILE)                                   \
   Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), 0,                                \
           "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_" #TILE,                \
-          &gpu::ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)},
+          &gpu::ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE), nullptr},
 #define ATTNKIT_DECODE_VARIANT_ROW(DQK, DV, DT, MASK, MOD, ROWS)                            \
   Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), ROWS,                             \
           "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_decode" #ROWS,          \
-          &gpu::ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS)},
+          &gpu::ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS),                   \
+          &gpu::ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS)},
 constexpr Variant kVariants[] = {ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_VARIANT_ROW)
                                      ATTNKIT_PORTABLE_DECODE_LIST(ATTNKIT_DECODE_VARIANT_ROW)};
 #undef ATTNKIT_VARIANT_ROW
@@ -98,6 +104,17 @@ const Variant* find_variant(const std::string& kernel) {
     if (kernel.compare(0, n, v.name) == 0 && (kernel.size() == n || kernel[n] == '+')) return &v;
   }
   return nullptr;
+}
+
+// The most K/V bytes a call may read: max_seqlen_k keys per sequence, within the tensors' rows.
+int64_t kv_bytes_bound(const AttnProblem& prob) {
+  int64_t rows = int64_t{prob.batch} * prob.max_seqlen_k;
+  switch (prob.kv) {
+    case KvLayout::kContiguous: rows = std::min(rows, int64_t{prob.batch} * prob.k_rows); break;
+    case KvLayout::kRagged: rows = std::min(rows, prob.k_rows); break;
+    case KvLayout::kPaged: rows = std::min(rows, prob.num_pages * prob.page_size()); break;
+  }
+  return rows * prob.hkv * (prob.dqk + prob.dv) * 2;  // bf16 / fp16
 }
 
 // The decode kernel's arrival counters, one per (sequence, KV head), after the partials.
@@ -219,7 +236,9 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   }
   plan->backend = Backend::kCudaPortable;
   // The decode kernel merges its splits itself; prefill runs a combine kernel after.
-  plan->kernel = std::string(v->name) +
+  const bool l2stream =
+      v->decode_rows > 0 && decode_l2_stream(kv_bytes_bound(prob), dev.l2_bytes);
+  plan->kernel = std::string(v->name) + (l2stream ? kL2StreamSuffix : "") +
                  (splits <= 1 ? "" : v->decode_rows > 0 ? "+split_merge" : "+split_combine");
   plan->num_splits = splits;
   plan->workspace_bytes =
@@ -269,7 +288,9 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   }
   const Status st = [&]() -> Status {
     // The decode kernel merges its own splits.
-    ATTNKIT_RETURN_IF_ERROR(v->launch(p, opts.stream));
+    const bool l2stream = plan.kernel.find(kL2StreamSuffix) != std::string::npos;
+    ATTNKIT_RETURN_IF_ERROR(
+        (l2stream && v->launch_l2stream != nullptr ? v->launch_l2stream : v->launch)(p, opts.stream));
     if (splits > 1 && v->decode_rows == 0)
       ATTNKIT_RETURN_IF_ERROR(
           gpu::launch_split_combine(p, prob.dtype == DType::kBFloat16, prob.dv, stream));
