@@ -1,12 +1,18 @@
 // Gated DeltaNet decode step on the GPU vs the CPU reference: a pool with scattered slots (untouched
 // slots stay bit-identical), grouped value heads, bf16/fp16/fp32 tokens, q/k/v rows with a stride
-// that is not a multiple of 16 bytes, L2 norm, and device-side indices that are out of range (those
-// sequences are skipped and get a zero output row).
+// that is not a multiple of 16 bytes, pool rows padded past V (the padding stays bit-identical), L2
+// norm, and device-side indices that are out of range (those sequences are skipped and get a zero
+// output row). Every case runs on both kernels: the default one (the TMA ring on Hopper) and, with
+// ATTNKIT_GDN_NO_WGMMA=1, the register kernel that other GPUs run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cuda/gdn_cuda_util.h"
 
@@ -15,11 +21,25 @@ namespace {
 
 constexpr int64_t kD = 128;
 
+const std::pair<const char*, const char*> kKernels[] = {{"", ""}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
+
+// Runs `fn` with the environment that selects kernel `k` of kKernels.
+template <class Fn>
+void with_kernel(const std::pair<const char*, const char*>& k, Fn&& fn) {
+  SCOPED_TRACE(*k.first ? std::string(k.first) + "=" + k.second : std::string("default kernel"));
+  if (*k.first) setenv(k.first, k.second, 1);
+  fn();
+  if (*k.first) unsetenv(k.first);
+}
+
 struct DecodeCase {
   int64_t N, H, HV, P;
   DType dt;
   DType beta_dt;
   bool l2norm;
+  int64_t pad = 0;  // pool rows are V + pad floats apart
+  int64_t row() const { return kD + pad; }
+  int64_t per_slot() const { return HV * kD * row(); }
 };
 
 struct DecodeInputs {
@@ -37,26 +57,46 @@ DecodeInputs make_inputs(const DecodeCase& c, const std::vector<int32_t>& slots,
   in.g = random_gates({c.N, c.HV}, rng, -1.f, 0.f);
   in.beta = Buffer(c.beta_dt, {c.N, c.HV});
   testkit::fill_uniform(in.beta, rng, 0.05f, 1.f);
-  in.pool = Buffer(DType::kFloat32, {c.P, c.HV, kD, kD});
+  in.pool = Buffer(DType::kFloat32, {c.P, c.HV, kD, c.row()});
   testkit::fill_normal(in.pool, rng, 0.f, 0.5f);
   in.idx = Buffer(DType::kInt32, {c.N});
   in.idx.from_int(slots);
   return in;
 }
 
-GdnDecodeArgs args_of(const DecodeInputs& in, const Buffer& pool, const Buffer& idx, const Buffer& o,
-                      bool l2norm) {
+// The [P, HV, K, V] pool inside a buffer whose rows may be padded.
+TensorView pool_view(const Buffer& pool, const DecodeCase& c) {
+  return make_view(pool.data(), DType::kFloat32, {c.P, c.HV, kD, kD}, {c.per_slot(), kD * c.row(), c.row(), 1},
+                   pool.device());
+}
+
+GdnDecodeArgs args_of(const DecodeInputs& in, const DecodeCase& c, const Buffer& pool, const Buffer& idx,
+                      const Buffer& o) {
   GdnDecodeArgs a;
   a.q = in.q.view();
   a.k = in.k.view();
   a.v = in.v.view();
   a.g = in.g.view();
   a.beta = in.beta.view();
-  a.state_pool = pool.view();
+  a.state_pool = pool_view(pool, c);
   a.state_indices = idx.view();
   a.o = o.view();
-  a.use_qk_l2norm = l2norm;
+  a.use_qk_l2norm = c.l2norm;
   return a;
+}
+
+// Slots no valid sequence uses, and the padding of every row, are as they were, bit for bit.
+void expect_untouched(const DecodeCase& c, const std::vector<int32_t>& slots, const std::vector<float>& before,
+                      const std::vector<float>& after) {
+  int64_t changed = 0;
+  for (int64_t s = 0; s < c.P; ++s) {
+    const bool used = std::find(slots.begin(), slots.end(), s) != slots.end();
+    for (int64_t i = 0; i < c.per_slot(); ++i) {
+      const size_t at = static_cast<size_t>(s * c.per_slot() + i);
+      if ((!used || i % c.row() >= kD) && std::memcmp(&before[at], &after[at], sizeof(float)) != 0) ++changed;
+    }
+  }
+  EXPECT_EQ(changed, 0) << "pool elements outside the used slots' states changed";
 }
 
 void run_case(const DecodeCase& c, const std::vector<int32_t>& slots, uint64_t seed) {
@@ -69,21 +109,19 @@ void run_case(const DecodeCase& c, const std::vector<int32_t>& slots, uint64_t s
   Buffer ref_o(c.dt, {c.N, c.HV, kD});
   ExecOptions cpu_opts;
   cpu_opts.backend = Backend::kCPU;
-  ASSERT_TRUE(gdn_decode_step(args_of(h, ref_pool, h.idx, ref_o, c.l2norm), cpu_opts).ok());
+  ASSERT_TRUE(gdn_decode_step(args_of(h, c, ref_pool, h.idx, ref_o), cpu_opts).ok());
 
-  DecodeInputs d{dev(h.q), dev(h.k), dev(h.v), dev(h.g), dev(h.beta), dev(h.pool), dev(h.idx)};
-  Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
-  const Status st = gdn_decode_step(args_of(d, d.pool, d.idx, o, c.l2norm));
-  ASSERT_TRUE(st.ok()) << st.message();
-  testkit::cuda_synchronize();
-  expect_close(o, ref_o, "o");
-  expect_close(d.pool, ref_pool, "state pool");
-  // Slots no sequence uses are untouched, bit for bit.
-  const std::vector<float> pool1 = d.pool.to_float();
-  const int64_t per = c.HV * kD * kD;
-  for (int64_t s = 0; s < c.P; ++s) {
-    if (std::find(slots.begin(), slots.end(), s) != slots.end()) continue;
-    EXPECT_EQ(0, std::memcmp(&pool0[s * per], &pool1[s * per], per * sizeof(float))) << "slot " << s;
+  for (const auto& kernel : kKernels) {
+    with_kernel(kernel, [&] {
+      DecodeInputs d{dev(h.q), dev(h.k), dev(h.v), dev(h.g), dev(h.beta), dev(h.pool), dev(h.idx)};
+      Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
+      const Status st = gdn_decode_step(args_of(d, c, d.pool, d.idx, o));
+      ASSERT_TRUE(st.ok()) << st.message();
+      testkit::cuda_synchronize();
+      expect_close(o, ref_o, "o");
+      expect_close(d.pool, ref_pool, "state pool");
+      expect_untouched(c, slots, pool0, d.pool.to_float());
+    });
   }
 }
 
@@ -102,13 +140,23 @@ TEST(GdnDecodeCuda, Batch32) {
   run_case({32, 4, 8, 40, DType::kBFloat16, DType::kFloat32, true}, slots, 14);
 }
 
-// Many more work items than the persistent grid has CTAs (256 x 8 heads x 2 column slices over a
-// few hundred CTAs), so each CTA walks a dozen items and the kernel's slot prefetch (the pool slot
-// of the item after next is loaded while the current one is processed) is exercised.
+// Many more work items than the persistent grid has CTAs (256 sequences x 8 heads, in column slices,
+// over one or two CTAs per SM), so each CTA walks a dozen items or more: the register kernel's
+// slot prefetch and the ring's stages and token register sets wrap around several times.
 TEST(GdnDecodeCuda, ManyItemsPerCta) {
   std::vector<int32_t> slots(256);
   for (int i = 0; i < 256; ++i) slots[i] = (i * 37) % 260;  // distinct: 37 and 260 are coprime
   run_case({256, 2, 8, 260, DType::kBFloat16, DType::kBFloat16, false}, slots, 15);
+}
+
+// Pool rows 136 floats apart: the ring copies each row on its own (rows are not one contiguous
+// run), and the 8 padding floats of every row stay untouched.
+TEST(GdnDecodeCuda, PaddedPoolRows) {
+  std::vector<int32_t> slots(40);
+  for (int i = 0; i < 40; ++i) slots[i] = (i * 13) % 43;
+  DecodeCase c{40, 2, 4, 43, DType::kBFloat16, DType::kBFloat16, true};
+  c.pad = 8;
+  run_case(c, slots, 18);
 }
 
 TEST(GdnDecodeCuda, Fp32Tokens) {
@@ -126,7 +174,7 @@ TEST(GdnDecodeCuda, StridedRows) {
   Buffer ref_o(c.dt, {c.N, c.HV, kD});
   ExecOptions cpu_opts;
   cpu_opts.backend = Backend::kCPU;
-  ASSERT_TRUE(gdn_decode_step(args_of(h, ref_pool, h.idx, ref_o, c.l2norm), cpu_opts).ok());
+  ASSERT_TRUE(gdn_decode_step(args_of(h, c, ref_pool, h.idx, ref_o), cpu_opts).ok());
 
   constexpr int64_t kWide = 130;
   auto widen = [&](const Buffer& b, int64_t heads) {
@@ -143,76 +191,100 @@ TEST(GdnDecodeCuda, StridedRows) {
   };
   const Buffer qw = widen(h.q, c.H), kw = widen(h.k, c.H), vw = widen(h.v, c.HV);
   const Buffer g = dev(h.g), beta = dev(h.beta), idx = dev(h.idx);
-  Buffer pool = dev(h.pool);
-  Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
-  GdnDecodeArgs a;
-  a.q = narrow(qw, c.H);
-  a.k = narrow(kw, c.H);
-  a.v = narrow(vw, c.HV);
-  a.g = g.view();
-  a.beta = beta.view();
-  a.state_pool = pool.view();
-  a.state_indices = idx.view();
-  a.o = o.view();
-  a.use_qk_l2norm = c.l2norm;
-  const Status st = gdn_decode_step(a);
-  ASSERT_TRUE(st.ok()) << st.message();
-  testkit::cuda_synchronize();
-  expect_close(o, ref_o, "o");
-  expect_close(pool, ref_pool, "state pool");
+  for (const auto& kernel : kKernels) {
+    with_kernel(kernel, [&] {
+      Buffer pool = dev(h.pool);
+      Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
+      GdnDecodeArgs a;
+      a.q = narrow(qw, c.H);
+      a.k = narrow(kw, c.H);
+      a.v = narrow(vw, c.HV);
+      a.g = g.view();
+      a.beta = beta.view();
+      a.state_pool = pool.view();
+      a.state_indices = idx.view();
+      a.o = o.view();
+      a.use_qk_l2norm = c.l2norm;
+      const Status st = gdn_decode_step(a);
+      ASSERT_TRUE(st.ok()) << st.message();
+      testkit::cuda_synchronize();
+      expect_close(o, ref_o, "o");
+      expect_close(pool, ref_pool, "state pool");
+    });
+  }
 }
 
-// Device indices that nobody validated: -1 and P + 3 are skipped (pool untouched, o row zero);
-// the others match a CPU run over the valid sequences alone.
-TEST(GdnDecodeCuda, OutOfRangeDeviceIndexSkipsSequence) {
-  const DecodeCase c{4, 1, 2, 5, DType::kBFloat16, DType::kFloat32, false};
-  const std::vector<int32_t> slots = {3, -1, 1, 8};
-  std::mt19937_64 rng(21);
+// Device indices that nobody validated: sequences whose slot is out of range (negative, or P and
+// beyond) are skipped (their states untouched, their output rows zero); the others match one CPU
+// run over the valid sequences alone.
+void run_skipping_case(const DecodeCase& c, const std::vector<int32_t>& slots, uint64_t seed) {
+  std::mt19937_64 rng(seed);
   DecodeInputs h = make_inputs(c, slots, rng);
   const std::vector<float> pool0 = h.pool.to_float();
 
-  DecodeInputs d{dev(h.q), dev(h.k), dev(h.v), dev(h.g), dev(h.beta), dev(h.pool), dev(h.idx)};
-  Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
-  ASSERT_TRUE(gdn_decode_step(args_of(d, d.pool, d.idx, o, false)).ok());
-  testkit::cuda_synchronize();
-
-  // Reference: sequences 0 and 2 through the CPU with their own slots.
-  const std::vector<float> q = h.q.to_float(), k = h.k.to_float(), v = h.v.to_float(),
-                           g = h.g.to_float(), beta = h.beta.to_float();
+  std::vector<int64_t> valid;
+  for (int64_t n = 0; n < c.N; ++n)
+    if (slots[n] >= 0 && slots[n] < c.P) valid.push_back(n);
+  DecodeCase cv = c;
+  cv.N = static_cast<int64_t>(valid.size());
+  // Rows `valid` of a host [N, ...] buffer, compacted.
+  auto gather = [&](const Buffer& b, std::vector<int64_t> shape) {
+    const int64_t per = b.numel() / c.N;
+    const std::vector<float> x = b.to_float();
+    std::vector<float> y;
+    for (int64_t n : valid) y.insert(y.end(), x.begin() + n * per, x.begin() + (n + 1) * per);
+    Buffer r(b.dtype(), std::move(shape));
+    r.from_float(y);
+    return r;
+  };
+  DecodeInputs hvalid{gather(h.q, {cv.N, c.H, kD}), gather(h.k, {cv.N, c.H, kD}), gather(h.v, {cv.N, c.HV, kD}),
+                  gather(h.g, {cv.N, c.HV}), gather(h.beta, {cv.N, c.HV}), Buffer(), Buffer(DType::kInt32, {cv.N})};
+  std::vector<int32_t> valid_slots;
+  for (int64_t n : valid) valid_slots.push_back(slots[n]);
+  hvalid.idx.from_int(valid_slots);
   Buffer ref_pool = h.pool.to(cpu());
-  for (int n : {0, 2}) {
-    DecodeCase one = c;
-    one.N = 1;
-    DecodeInputs s;
-    auto slice = [&](const std::vector<float>& src, DType dt, std::vector<int64_t> shape, int64_t per) {
-      Buffer b(dt, shape);
-      b.from_float(std::vector<float>(src.begin() + n * per, src.begin() + (n + 1) * per));
-      return b;
-    };
-    s.q = slice(q, c.dt, {1, c.H, kD}, c.H * kD);
-    s.k = slice(k, c.dt, {1, c.H, kD}, c.H * kD);
-    s.v = slice(v, c.dt, {1, c.HV, kD}, c.HV * kD);
-    s.g = slice(g, DType::kFloat32, {1, c.HV}, c.HV);
-    s.beta = slice(beta, c.beta_dt, {1, c.HV}, c.HV);
-    s.idx = Buffer(DType::kInt32, {1});
-    s.idx.from_int({slots[n]});
-    Buffer ro(c.dt, {1, c.HV, kD});
-    ExecOptions co;
-    co.backend = Backend::kCPU;
-    ASSERT_TRUE(gdn_decode_step(args_of(s, ref_pool, s.idx, ro, false), co).ok());
-    const std::vector<float> og = o.to_float(), orf = ro.to_float();
-    const std::vector<float> og_n(og.begin() + n * c.HV * kD, og.begin() + (n + 1) * c.HV * kD);
-    const auto e = testkit::compare(og_n, orf);
-    EXPECT_TRUE(testkit::within(e, testkit::kGdn)) << "sequence " << n << ": " << e.str();
+  Buffer ref_o(c.dt, {cv.N, c.HV, kD});
+  ExecOptions co;
+  co.backend = Backend::kCPU;
+  ASSERT_TRUE(gdn_decode_step(args_of(hvalid, cv, ref_pool, hvalid.idx, ref_o), co).ok());
+  const std::vector<float> orf = ref_o.to_float();
+
+  for (const auto& kernel : kKernels) {
+    with_kernel(kernel, [&] {
+      DecodeInputs d{dev(h.q), dev(h.k), dev(h.v), dev(h.g), dev(h.beta), dev(h.pool), dev(h.idx)};
+      Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
+      ASSERT_TRUE(gdn_decode_step(args_of(d, c, d.pool, d.idx, o)).ok());
+      testkit::cuda_synchronize();
+      const std::vector<float> og = o.to_float();
+      const int64_t per = c.HV * kD;
+      std::vector<float> og_valid;
+      for (int64_t n : valid) og_valid.insert(og_valid.end(), og.begin() + n * per, og.begin() + (n + 1) * per);
+      const auto e = testkit::compare(og_valid, orf);
+      std::printf("    %-12s %s\n", "o (valid)", e.str().c_str());
+      EXPECT_TRUE(testkit::within(e, testkit::kGdn)) << e.str();
+      EXPECT_EQ(e.nan_count, 0) << "o has unwritten (NaN) elements";
+      expect_close(d.pool, ref_pool, "state pool");
+      for (int64_t n = 0; n < c.N; ++n) {
+        if (std::find(valid.begin(), valid.end(), n) != valid.end()) continue;
+        for (int64_t i = 0; i < per; ++i) ASSERT_EQ(og[n * per + i], 0.f) << "sequence " << n << " (skipped)";
+      }
+      expect_untouched(c, valid_slots, pool0, d.pool.to_float());
+    });
   }
-  expect_close(d.pool, ref_pool, "state pool");
-  const std::vector<float> og = o.to_float();
-  for (int n : {1, 3})
-    for (int64_t i = 0; i < c.HV * kD; ++i) ASSERT_EQ(og[n * c.HV * kD + i], 0.f) << "sequence " << n;
-  const std::vector<float> pool1 = d.pool.to_float();
-  const int64_t per = c.HV * kD * kD;
-  for (int64_t s : {0, 2, 4})
-    EXPECT_EQ(0, std::memcmp(&pool0[s * per], &pool1[s * per], per * sizeof(float))) << "slot " << s;
+}
+
+TEST(GdnDecodeCuda, OutOfRangeDeviceIndexSkipsSequence) {
+  run_skipping_case({4, 1, 2, 5, DType::kBFloat16, DType::kFloat32, false}, {3, -1, 1, 8}, 21);
+}
+
+// Skipped sequences among many items per CTA: a skipped item's stage still completes its phase,
+// so the ring stays in step for the items after it.
+TEST(GdnDecodeCuda, ManyItemsWithSkippedSequences) {
+  std::vector<int32_t> slots(300);
+  for (int i = 0; i < 300; ++i) slots[i] = (i * 41) % 310;
+  for (int i : {0, 7, 8, 133, 200, 299}) slots[i] = -1 - i;
+  for (int i : {50, 51, 250}) slots[i] = 310 + i;
+  run_skipping_case({300, 2, 8, 310, DType::kBFloat16, DType::kBFloat16, true}, slots, 22);
 }
 
 }  // namespace

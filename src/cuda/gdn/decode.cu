@@ -1,11 +1,14 @@
 // Gated DeltaNet decode step: one token per sequence against a pool of fp32 states, updated in
-// place. Memory-bound: the state is streamed once (read + write) in 16-byte accesses. Work items
-// are 128 x 64 column slices of one (sequence, value head)
-// state; a persistent grid walks them and prefetches the next item (slot index, state slice,
-// q/k/v/g/beta) into registers while it finishes the current one, so neither the index load nor
-// the state load sits on the critical path. (Streaming cache hints, ld/st.global.cs, on the state
-// loads, the stores or both measured no faster: b32 74.5 / 75.3 / 73.8% of copy against 75.6%
-// without, b256 83.7 / 85.0 / 82.1% against 86.0%, H100, same call, session 6.)
+// place. The kernel of GPUs other than sm_90 (and of ATTNKIT_GDN_NO_WGMMA=1); Hopper runs the TMA
+// ring of decode_sm90.cu. Memory-bound: the state is streamed once (read + write) in 16-byte
+// accesses. Work items are 128 x 64 column slices of one (sequence, value head) state; a
+// persistent grid walks them and prefetches the next item (slot index, state slice,
+// q/k/v/g/beta) into registers while it finishes the current one. The token element types are
+// template arguments: with ld_any's run-time dtype branch each q/k/v/g/beta load was waited for
+// where it was issued, five round trips per fetch (H100, same call, 2026-11-25: b32 75.9 -> 80.8%
+// of copy, b256 86.6 -> 92.8%). (Streaming cache hints, ld/st.global.cs, on the state loads, the
+// stores or both measured no faster: b32 74.5 / 75.3 / 73.8% of copy against 75.6% without, b256
+// 83.7 / 85.0 / 82.1% against 86.0%, H100, same call, session 6.)
 // Using S_old only, both reductions happen in one pass:
 //   kv = exp(g) S^T k,  sq = S^T q,  v' = beta (v - kv),  o = scale (exp(g) sq + (q.k) v'),
 //   S <- exp(g) S + k v'^T.
@@ -49,7 +52,7 @@ __device__ __forceinline__ int32_t item_slot(const DecodeParams& p, int item, in
   return p.indices[static_cast<int64_t>(item / (Cfg<kBV>::kSlices * p.HV)) * p.idx_stride];
 }
 
-template <int kBV>
+template <int kBV, class T, class TB>
 __device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t slot, Item<kBV>* it) {
   using C = Cfg<kBV>;
   constexpr int kSlices = C::kSlices, kRowsPerThread = C::kRowsPerThread;
@@ -70,17 +73,17 @@ __device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t s
       it->s[i] = *reinterpret_cast<const float4*>(S + (rg + C::kRowGroups * i) * p.pool.sk);
   }
   if (tid < kHead) {
-    it->q = ld_any(p.q.p, p.q.dt, n * p.q.sb + hq * p.q.sh + tid);
-    it->k = ld_any(p.k.p, p.k.dt, n * p.k.sb + hq * p.k.sh + tid);
+    it->q = ld_typed<T>(p.q.p, n * p.q.sb + hq * p.q.sh + tid);
+    it->k = ld_typed<T>(p.k.p, n * p.k.sb + hq * p.k.sh + tid);
   }
   if (tid < kBV) {
-    it->v = ld_any(p.v.p, p.v.dt, n * p.v.sb + hv * p.v.sh + it->vb * kBV + tid);
-    it->g = ld_any(p.g.p, 0, n * p.g.sb + hv * p.g.sh);
-    it->beta = ld_any(p.beta.p, p.beta.dt, n * p.beta.sb + hv * p.beta.sh);
+    it->v = ld_typed<T>(p.v.p, n * p.v.sb + hv * p.v.sh + it->vb * kBV + tid);
+    it->g = ld_typed<float>(p.g.p, n * p.g.sb + hv * p.g.sh);
+    it->beta = ld_typed<TB>(p.beta.p, n * p.beta.sb + hv * p.beta.sh);
   }
 }
 
-template <int kBV>
+template <int kBV, class T, class TB>
 __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(DecodeParams p, int items) {
   using C = Cfg<kBV>;
   constexpr int kRowsPerThread = C::kRowsPerThread;
@@ -95,15 +98,15 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
   if (item >= items) return;
   Item<kBV> cur, nxt;
   int32_t next_slot = item_slot<kBV>(p, item + gridDim.x, items);
-  fetch(p, item, item_slot<kBV>(p, item, items), &cur);
+  fetch<kBV, T, TB>(p, item, item_slot<kBV>(p, item, items), &cur);
   while (true) {
     const int next = item + gridDim.x;
     const int32_t after_slot = item_slot<kBV>(p, next + gridDim.x, items);
-    if (next < items) fetch(p, next, next_slot, &nxt);
+    if (next < items) fetch<kBV, T, TB>(p, next, next_slot, &nxt);
     next_slot = after_slot;
     const int64_t o_off = cur.n * p.o.sb + cur.hv * p.o.sh + cur.vb * kBV;
     if (!cur.valid) {  // uniform across the block
-      if (tid < kBV) st_any(p.o.p, p.o.dt, o_off + tid, 0.f);
+      if (tid < kBV) static_cast<T*>(p.o.p)[o_off + tid] = from_f<T>(0.f);
     } else {
       __syncthreads();  // the previous item's readers of the shared arrays are done
       if (tid < kHead) {
@@ -171,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
         const float vd = cur.beta * (cur.v - kv);
         vdelta[tid] = vd;
         dots[0][0] = decay;  // read after the barrier below, by which all dots reads are done
-        st_any(p.o.p, p.o.dt, o_off + tid, p.scale * (decay * sq + qk * vd));
+        static_cast<T*>(p.o.p)[o_off + tid] = from_f<T>(p.scale * (decay * sq + qk * vd));
       }
       __syncthreads();
       const float decay = dots[0][0];
@@ -196,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
   }
 }
 
-template <int kBV>
+template <int kBV, class T, class TB>
 Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
   const int64_t items = static_cast<int64_t>(p.N) * p.HV * Cfg<kBV>::kSlices;
   if (items > (int64_t(1) << 30)) return Status::Unsupported("gdn_decode_step: too many sequences x heads");
@@ -208,13 +211,13 @@ Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
   if (ctas == 0) {
     int sms = 0, per_sm = 0;
     ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_kernel<kBV>, kThreads, 0));
+    ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_kernel<kBV, T, TB>, kThreads, 0));
     ctas = sms * (per_sm < 1 ? 1 : per_sm);
     if (dev < 64) fill[dev].store(ctas, std::memory_order_relaxed);
   }
   const int64_t sms = ctas, per_sm = 1;
   const int64_t grid = std::min<int64_t>(items, static_cast<int64_t>(sms) * per_sm);
-  decode_kernel<kBV><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(p, static_cast<int>(items));
+  decode_kernel<kBV, T, TB><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(p, static_cast<int>(items));
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn decode");
   return Status::Ok();
 }
@@ -223,7 +226,9 @@ Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
 
 Status launch_decode(const DecodeParams& p, cudaStream_t s) {
   if (p.N == 0 || p.HV == 0) return Status::Ok();
-  return launch_decode_bv<64>(p, s);
+  return with_decode_types(p, [&](auto t, auto tb) {
+    return launch_decode_bv<64, decltype(t), decltype(tb)>(p, s);
+  });
 }
 
 }  // namespace attnkit::gdn_cuda

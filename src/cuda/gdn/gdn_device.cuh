@@ -29,10 +29,33 @@ __device__ __forceinline__ void st_any(void* p, int dt, int64_t i, float v) {
 }
 
 template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f(float x) { return x; }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f(float x) { return __float2bfloat16_rn(x); }
 template <> __device__ __forceinline__ __half from_f(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ float to_f(float x) { return x; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+
+// Element i of a tensor whose type the kernel knows at compile time. ld_any's branch on a run-time
+// dtype converts right after each load, so every such load waits for its data where it is issued;
+// a typed load is waited for only where its value is used (the decode kernels prefetch with these).
+template <typename T>
+__device__ __forceinline__ float ld_typed(const void* p, int64_t i) {
+  return to_f(static_cast<const T*>(p)[i]);
+}
+
+// The decode step's token element types as types: fn(T{}, TB{}) with T the q/k/v/o type (fp32,
+// fp16 or bf16) and TB beta's (fp32 or T).
+template <typename Fn>
+auto with_decode_types(const DecodeParams& p, Fn&& fn) {
+  auto by_beta = [&](auto t) {
+    using T = decltype(t);
+    return p.beta.dt == 0 ? fn(t, float{}) : fn(t, T{});
+  };
+  if (p.q.dt == 0) return fn(float{}, float{});
+  if (p.q.dt == 1) return by_beta(__half{});
+  return by_beta(__nv_bfloat16{});
+}
 
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(T lo, T hi) {

@@ -57,7 +57,9 @@ struct DecodeParams {
   float scale = 0.f;
   bool l2norm = false;
 };
+// The register kernel (any GPU) and the TMA-ring kernel (sm_90, decode_sm90.cu).
 Status launch_decode(const DecodeParams& p, cudaStream_t s);
+Status launch_decode_sm90(const DecodeParams& p, cudaStream_t s);
 
 // Scratch for the GPU-side chunk offsets of a ragged batch: int32 [N + 1].
 Status launch_chunk_offsets(const SeqArgs& seq, int32_t* chunk_off, cudaStream_t s);
