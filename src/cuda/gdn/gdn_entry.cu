@@ -195,10 +195,11 @@ Status run_state(DType dt, const gdn_cuda::StateParams& p, const StageCall& c) {
                                 : gdn_cuda::launch_state_fp16(p, layout(seq, off), s);
 }
 // The WGMMA/TMA kernels (the forward's intra and fused state/output, the chunk-output stage op,
-// the decode step's TMA ring) where the build has sm_90a code and the device is an sm_90 one; the
-// mma.sync (decode: register) kernels elsewhere. In the environment, ATTNKIT_GDN_NO_WGMMA=1 forces
-// those on Hopper too (what other GPUs run, for tests and side-by-side timings: gdn_bench), ATTNKIT_GDN_INTRA_NO_WGMMA=1 those of
-// the forward's intra stage only (tests, timings of one stage's kernels against the other's).
+// the decode step's bulk-copy ring) where the build has sm_90a code and the device is an sm_90
+// one; the mma.sync (decode: register) kernels elsewhere. In the environment,
+// ATTNKIT_GDN_NO_WGMMA=1 forces those on Hopper too (what other GPUs run, for tests and
+// side-by-side timings: gdn_bench), ATTNKIT_GDN_INTRA_NO_WGMMA=1 those of the forward's intra
+// stage only (tests, timings of one stage's kernels against the other's).
 bool env_is_1(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && std::string(v) == "1";
@@ -464,7 +465,8 @@ Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, c
   dp.scale = p.scale;
   dp.l2norm = p.use_qk_l2norm;
   const cudaStream_t stream = static_cast<cudaStream_t>(opts.stream);
-  return use_sm90(p.device.index) ? gdn_cuda::launch_decode_sm90(dp, stream) : gdn_cuda::launch_decode(dp, stream);
+  return use_sm90(p.device.index) ? gdn_cuda::launch_decode_sm90(dp, stream)
+                                  : gdn_cuda::launch_decode(dp, stream);
 }
 
 }  // namespace attnkit::detail

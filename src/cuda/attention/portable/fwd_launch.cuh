@@ -63,8 +63,9 @@ using TileFor = typename PrefillTileSel<kDqk, kDv, std::is_same_v<Mod, NoScoreMo
 // tile without warp pairs: 4 warps of 16 rows, 64 x 64, single K and V buffers. H100, bf16, the
 // same call: b32 x 512 causal 0.1944 / 0.1928 ms against 0.2054 / 0.2061 in pairs (0.889 against
 // 0.837 of FlashAttention-2; an earlier call: 0.899 against 0.846; with this rule on another
-// H100: 0.90); at 1k causal and at 512 without a mask the pairs were as fast or faster. Same block sizes, so the planner's view holds.
-// (fp16 takes the same tiles; only bf16 was timed.)
+// H100: 0.90); at 1k causal and at 512 without a mask the pairs were as fast or faster. Both
+// tiles have the same block sizes, so the planner's view holds. (fp16 takes the same tiles; only
+// bf16 was timed.)
 inline constexpr int64_t kShortMaskedRows = 512;
 template <int kDqk, int kDv, class Mask, class Mod>
 struct ShortMaskedTile {

@@ -34,12 +34,13 @@
 // The K/V pipelines run on across tiles. Q has two buffers in the d64 causal variant
 // (FwdConfig::kQStages), so the next tile's Q loads while the current tile runs; otherwise one,
 // refilled for the next tile as soon as every consumer warp has finished its last Q·Kᵀ of the
-// current one (q_empty), so the next tile's loads overlap the current tile's last P·V and epilogue. (Prefetching the next tile's Q into L2
-// when the current tile starts measured 0.5-3% slower on H100, most at d256. Clusters of two CTAs
-// on adjacent query tiles sharing each K / V tile by TMA multicast, as FA3 does at head dims >= 128
-// without a mask, measured 0.98-1.03x at d128 and 0.95-0.98x at d256 (FA3 shapes, non-causal,
-// same call): halving what L2 serves did not help d128, so L2 does not limit it, and with two
-// stages at d256 the coupling of both CTAs' releases cost more than it saved.)
+// current one (q_empty), so the next tile's loads overlap the current tile's last P·V and epilogue.
+// (Prefetching the next tile's Q into L2 when the current tile starts measured 0.5-3% slower on
+// H100, most at d256. Clusters of two CTAs on adjacent query tiles sharing each K / V tile by TMA
+// multicast, as FA3 does at head dims >= 128 without a mask, measured 0.98-1.03x at d128 and
+// 0.95-0.98x at d256 (FA3 shapes, non-causal, same call): halving what L2 serves did not help d128,
+// so L2 does not limit it, and with two stages at d256 the coupling of both CTAs' releases cost
+// more than it saved.)
 //
 // The KV loop runs from the last visible KV tile down to the first: the mask policy (sm90_mask.h)
 // says which tiles a query tile sees and which of them need the mask; those near the diagonal come
