@@ -4,16 +4,15 @@
 
 #ifdef ATTNKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "cuda/common/cuda_check.h"
 #endif
 
 namespace attnkit::cli::gpu {
 
 #ifdef ATTNKIT_WITH_CUDA
 namespace {
-Status check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::Cuda(std::string(what) + " failed: " + cudaGetErrorString(e));
-}
+Status check(cudaError_t e, const char* what) { return detail::cuda_status(e, what, __FILE__, __LINE__); }
 }  // namespace
 
 bool device_facts(DeviceFacts* f, std::string* why) {

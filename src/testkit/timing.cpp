@@ -3,20 +3,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <string>
 
 #ifdef ATTNKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "cuda/common/cuda_check.h"
 #endif
 
 namespace attnkit::testkit {
 
 #ifdef ATTNKIT_WITH_CUDA
 namespace {
-Status check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Status::Cuda(std::string(what) + " failed: " + cudaGetErrorString(e));
-}
+// Not ATTNKIT_CUDA_TRY: a failure must still free the events and the flush buffer below.
+Status check(cudaError_t e, const char* what) { return detail::cuda_status(e, what, __FILE__, __LINE__); }
 }  // namespace
 
 Status time_calls(const std::function<Status(int)>& fn, int warmup, int repeats, Flush flush,
