@@ -75,8 +75,8 @@ constexpr int64_t H = 16, HV = 32, D = 128;
 }  // namespace
 
 // Arguments, if any, name the forward cases to run (e.g. `gdn_bench B1_T16k`) and, with `decode`,
-// the decode rows, with `copy` the copy; whatever is not named is left out: a profiler run sees
-// only the kernels of those cases.
+// the decode rows (`decode-sweep`: more batches), with `copy` the copy; whatever is not named is
+// left out: a profiler run sees only the kernels of those cases.
 int main(int argc, char** argv) {
   std::vector<std::string> only(argv + 1, argv + argc);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are measured, even when piped
@@ -109,8 +109,12 @@ int main(int argc, char** argv) {
   }
   auto pct = [&](double gbs) { return copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 0.0; };
   const bool decode_rows = only.empty() || std::find(only.begin(), only.end(), "decode") != only.end();
-  for (int64_t B : {1, 32, 256}) {
-    if (!decode_rows) break;
+  // `decode-sweep`: the batches between too, where the decode kernels trade places.
+  const bool decode_sweep = std::find(only.begin(), only.end(), "decode-sweep") != only.end();
+  std::vector<int64_t> decode_batches;
+  if (decode_sweep) decode_batches = {1, 2, 4, 8, 16, 32, 64, 256};
+  else if (decode_rows) decode_batches = {1, 32, 256};
+  for (int64_t B : decode_batches) {
     // q/k already unit-norm as in the fla anchor; several pools so repeated runs do not hit L2.
     Buffer q = dev_normal(DType::kBFloat16, {B, H, D}, rng, 0.09f);
     Buffer k = dev_normal(DType::kBFloat16, {B, H, D}, rng, 0.09f);
