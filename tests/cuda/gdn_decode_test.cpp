@@ -2,8 +2,9 @@
 // slots stay bit-identical), grouped value heads, bf16/fp16/fp32 tokens, q/k/v rows with a stride
 // that is not a multiple of 16 bytes, pool rows padded past V (the padding stays bit-identical), L2
 // norm, and device-side indices that are out of range (those sequences are skipped and get a zero
-// output row). Every case runs on both kernels: the default one (the TMA ring on Hopper) and, with
-// ATTNKIT_GDN_NO_WGMMA=1, the register kernel that other GPUs run.
+// output row). Every case runs on both kernels and on the default choice: the TMA ring of Hopper
+// (ATTNKIT_GDN_DECODE_RING=1: at any batch; by default only from one state per SM), and the
+// register kernel that other GPUs run (ATTNKIT_GDN_NO_WGMMA=1).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,7 +22,8 @@ namespace {
 
 constexpr int64_t kD = 128;
 
-const std::pair<const char*, const char*> kKernels[] = {{"", ""}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
+const std::pair<const char*, const char*> kKernels[] = {
+    {"", ""}, {"ATTNKIT_GDN_DECODE_RING", "1"}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
 
 // Runs `fn` with the environment that selects kernel `k` of kKernels.
 template <class Fn>

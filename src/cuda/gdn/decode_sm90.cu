@@ -2,7 +2,8 @@
 // updated in place (decode.cu has the math and runs on other GPUs).
 //
 // Work items are whole 128 x 128 states of one (sequence, value head) (RingCfg allows 32 or 64
-// column slices). A persistent CTA per SM walks items blockIdx.x, + gridDim.x, ... and keeps
+// column slices). With fewer states than SMs the dispatcher runs decode.cu's kernel instead
+// (cuda_gdn_decode_step, gdn_entry.cu). A persistent CTA per SM walks items blockIdx.x, + gridDim.x, ... and keeps
 // kStages of them in flight in a shared-memory ring: bulk async copies (cp.async.bulk global ->
 // shared, one per run of contiguous rows, or per row when the pool's rows are padded; issued by
 // warp 0) complete on the stage's mbarrier. Everything item j + kStages needs is requested right

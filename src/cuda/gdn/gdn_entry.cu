@@ -199,7 +199,9 @@ Status run_state(DType dt, const gdn_cuda::StateParams& p, const StageCall& c) {
 // one; the mma.sync (decode: register) kernels elsewhere. In the environment,
 // ATTNKIT_GDN_NO_WGMMA=1 forces those on Hopper too (what other GPUs run, for tests and
 // side-by-side timings: gdn_bench), ATTNKIT_GDN_INTRA_NO_WGMMA=1 those of the forward's intra
-// stage only (tests, timings of one stage's kernels against the other's).
+// stage only (tests, timings of one stage's kernels against the other's), and
+// ATTNKIT_GDN_DECODE_RING=1 the decode ring at any batch (tests: small batches take the register
+// kernel on Hopper too, cuda_gdn_decode_step).
 bool env_is_1(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && std::string(v) == "1";
@@ -465,8 +467,18 @@ Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, c
   dp.scale = p.scale;
   dp.l2norm = p.use_qk_l2norm;
   const cudaStream_t stream = static_cast<cudaStream_t>(opts.stream);
-  return use_sm90(p.device.index) ? gdn_cuda::launch_decode_sm90(dp, stream)
-                                  : gdn_cuda::launch_decode(dp, stream);
+  bool ring = use_sm90(p.device.index);
+  if (ring && !env_is_1("ATTNKIT_GDN_DECODE_RING")) {
+    // The ring walks whole states, one CTA per SM: with fewer states than SMs most SMs idle, and
+    // the register kernel's 64-column items put twice as many CTAs to work. Measured on H100
+    // (HV = 32, flushed L2, same call, gdn_bench decode-sweep, ring / register): N = 1 0.0099 /
+    // 0.0086 ms, 2 0.0104 / 0.0092, 4 0.0133 / 0.0123 (128 states), 8 0.0169 / 0.0179 (256),
+    // 16 0.0304 / 0.0317, 32 0.0528 / 0.0562.
+    CudaDeviceInfo d;
+    ATTNKIT_RETURN_IF_ERROR(cuda_device_info(p.device.index, &d));
+    ring = p.N * p.HV >= d.sm_count;
+  }
+  return ring ? gdn_cuda::launch_decode_sm90(dp, stream) : gdn_cuda::launch_decode(dp, stream);
 }
 
 }  // namespace attnkit::detail
