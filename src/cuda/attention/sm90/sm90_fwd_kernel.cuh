@@ -668,7 +668,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       pipe_k.consumer_release(st_k);
       ++st_k;
       if (n == kr.begin) release_q();
-      if (kr.needs_mask(n)) softmax(n, cute::true_type{});
+      // With a mask the first tile of a work tile is usually the one on its diagonal or window
+      // edge (a split's share may start on a fully visible one, where the masked softmax gives
+      // the same result), so it takes the masked softmax without asking: the kernel carries one
+      // copy of the unrolled softmax fewer (7% less code at d64 causal). Measured on H100 (FA3
+      // shapes, same call, interleaved runs): causal 1.008x geomean over 20 shapes, within
+      // run-to-run spread; the same for the no-mask variants, whose first tile is mostly fully
+      // visible, ran 0.98x (mask arithmetic on every work tile), so those keep asking.
+      if (!std::is_same_v<Mask, MaskNone> || kr.needs_mask(n)) softmax(n, cute::true_type{});
       else softmax(n, cute::false_type{});
       bool rescale = false;  // O is still zero: its correction factors change nothing
       convert_p();
