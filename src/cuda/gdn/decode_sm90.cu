@@ -3,14 +3,14 @@
 //
 // Work items are whole 128 x 128 states of one (sequence, value head) (RingCfg allows 32 or 64
 // column slices). With fewer states than SMs the dispatcher runs decode.cu's kernel instead
-// (cuda_gdn_decode_step, gdn_entry.cu). A persistent CTA per SM walks items blockIdx.x, + gridDim.x, ... and keeps
-// kStages of them in flight in a shared-memory ring: bulk async copies (cp.async.bulk global ->
-// shared, one per run of contiguous rows, or per row when the pool's rows are padded; issued by
-// warp 0) complete on the stage's mbarrier. Everything item j + kStages needs is requested right
-// after item j's block barrier, together: its state (into the stage item j just released), its
-// token inputs (q, k, v, g, beta and its pool slot, with typed loads into one of kStages + 1
-// register sets that the unrolled loop rotates through, so no register move waits for a load)
-// and the pool slot of item j + 2 kStages (for the copy issued one ring turn later).
+// (cuda_gdn_decode_step, gdn_entry.cu). A persistent CTA per SM walks items blockIdx.x, +
+// gridDim.x, ... and keeps kStages of them in flight in a shared-memory ring: bulk async copies
+// (cp.async.bulk global -> shared, one per run of contiguous rows, or per row when the pool's rows
+// are padded; issued by warp 0) complete on the stage's mbarrier. Everything item j + kStages needs
+// is requested right after item j's block barrier, together: its state (into the stage item j just
+// released), its token inputs (q, k, v, g, beta and its pool slot, with typed loads into one of
+// kStages + 1 register sets that the unrolled loop rotates through, so no register move waits for a
+// load) and the pool slot of item j + 2 kStages (for the copy issued one ring turn later).
 //
 // One block barrier per item: every warp computes q.q, k.k and q.k itself (each lane holds 4 of the
 // 128 elements; a row's k or q reaches its threads by shuffle), the per-warp column partials of
