@@ -137,22 +137,9 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
 #pragma unroll
       for (int i = 0; i < kRowsPerThread; ++i) {
         const int r = rg + C::kRowGroups * i;
-        const float kr = sk_[r], qr = sq_[r];
-        const float v[4] = {cur.s[i].x, cur.s[i].y, cur.s[i].z, cur.s[i].w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          pk[j] += v[j] * kr;
-          pq[j] += v[j] * qr;
-        }
+        add_state_row(cur.s[i], sk_[r], sq_[r], pk, pq);
       }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-#pragma unroll
-        for (int o = C::kColGroups; o < 32; o <<= 1) {
-          pk[j] += __shfl_xor_sync(0xffffffffu, pk[j], o);
-          pq[j] += __shfl_xor_sync(0xffffffffu, pq[j], o);
-        }
-      }
+      sum_over_row_lanes<C::kColGroups>(pk, pq);
       if (lane < C::kColGroups) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {

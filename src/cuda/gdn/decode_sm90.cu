@@ -178,21 +178,9 @@ __device__ __forceinline__ void step(const DecodeParams& p, RingSmem<C>& sm, int
       const int src = (rg + kRG * i) & 31;
       const float kr = __shfl_sync(0xffffffffu, cur.k[(kRG * i) >> 5], src);
       const float qr = __shfl_sync(0xffffffffu, cur.q[(kRG * i) >> 5], src);
-      const float v[4] = {x[i].x, x[i].y, x[i].z, x[i].w};
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        pk[c] += v[c] * kr;
-        pq[c] += v[c] * qr;
-      }
+      add_state_row(x[i], kr, qr, pk, pq);
     }
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-#pragma unroll
-      for (int o = kCG; o < 32; o <<= 1) {
-        pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], o);
-        pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], o);
-      }
-    }
+    sum_over_row_lanes<kCG>(pk, pq);
     if (lane < kCG) {
       *reinterpret_cast<float4*>(&sm.red[j & 1][warp][0][cg * 4]) = make_float4(pk[0], pk[1], pk[2], pk[3]);
       *reinterpret_cast<float4*>(&sm.red[j & 1][warp][1][cg * 4]) = make_float4(pq[0], pq[1], pq[2], pq[3]);

@@ -57,6 +57,30 @@ auto with_decode_types(const DecodeParams& p, Fn&& fn) {
   return by_beta(__nv_bfloat16{});
 }
 
+// The decode step's two column reductions, S^T k and S^T q, over a state slice held as float4
+// rows: each thread adds its rows into four columns' partials (add_state_row), then the lanes that
+// hold the same columns, kColGroups apart in the warp, sum their partials (sum_over_row_lanes).
+__device__ __forceinline__ void add_state_row(const float4& s, float kr, float qr, float (&pk)[4],
+                                              float (&pq)[4]) {
+  const float v[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    pk[c] += v[c] * kr;
+    pq[c] += v[c] * qr;
+  }
+}
+template <int kColGroups>
+__device__ __forceinline__ void sum_over_row_lanes(float (&pk)[4], float (&pq)[4]) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+#pragma unroll
+    for (int o = kColGroups; o < 32; o <<= 1) {
+      pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], o);
+      pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], o);
+    }
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(T lo, T hi) {
   uint16_t a, b;
