@@ -206,15 +206,17 @@ bool env_is_1(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && std::string(v) == "1";
 }
-bool use_sm90(int device) {
+bool use_sm90(const CudaDeviceInfo& d) {
 #if defined(ATTNKIT_HAS_SM90A)
-  CudaDeviceInfo d;
-  if (!cuda_device_info(device, &d).ok() || d.cc_major != 9 || d.cc_minor != 0) return false;
-  return !env_is_1("ATTNKIT_GDN_NO_WGMMA");
+  return d.cc_major == 9 && d.cc_minor == 0 && !env_is_1("ATTNKIT_GDN_NO_WGMMA");
 #else
-  (void)device;
+  (void)d;
   return false;
 #endif
+}
+bool use_sm90(int device) {
+  CudaDeviceInfo d;
+  return cuda_device_info(device, &d).ok() && use_sm90(d);
 }
 bool use_sm90_state_output(int device) { return use_sm90(device); }
 bool use_sm90_intra(int device) { return use_sm90(device) && !env_is_1("ATTNKIT_GDN_INTRA_NO_WGMMA"); }
@@ -467,17 +469,14 @@ Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, c
   dp.scale = p.scale;
   dp.l2norm = p.use_qk_l2norm;
   const cudaStream_t stream = static_cast<cudaStream_t>(opts.stream);
-  bool ring = use_sm90(p.device.index);
-  if (ring && !env_is_1("ATTNKIT_GDN_DECODE_RING")) {
-    // The ring walks whole states, one CTA per SM: with fewer states than SMs most SMs idle, and
-    // the register kernel's 64-column items put twice as many CTAs to work. Measured on H100
-    // (HV = 32, flushed L2, same call, gdn_bench decode-sweep, ring / register): N = 1 0.0099 /
-    // 0.0086 ms, 2 0.0104 / 0.0092, 4 0.0133 / 0.0123 (128 states), 8 0.0169 / 0.0179 (256),
-    // 16 0.0304 / 0.0317, 32 0.0528 / 0.0562.
-    CudaDeviceInfo d;
-    ATTNKIT_RETURN_IF_ERROR(cuda_device_info(p.device.index, &d));
-    ring = p.N * p.HV >= d.sm_count;
-  }
+  CudaDeviceInfo d;
+  ATTNKIT_RETURN_IF_ERROR(cuda_device_info(p.device.index, &d));
+  // The ring walks whole states, one CTA per SM: with fewer states than SMs most SMs idle, and
+  // the register kernel's 64-column items put twice as many CTAs to work. Measured on H100
+  // (HV = 32, flushed L2, same call, gdn_bench decode-sweep, ring / register): N = 1 0.0099 /
+  // 0.0086 ms, 2 0.0104 / 0.0092, 4 0.0133 / 0.0123 (128 states), 8 0.0169 / 0.0179 (256),
+  // 16 0.0304 / 0.0317, 32 0.0528 / 0.0562.
+  const bool ring = use_sm90(d) && (p.N * p.HV >= d.sm_count || env_is_1("ATTNKIT_GDN_DECODE_RING"));
   return ring ? gdn_cuda::launch_decode_sm90(dp, stream) : gdn_cuda::launch_decode(dp, stream);
 }
 
