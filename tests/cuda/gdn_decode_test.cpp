@@ -192,21 +192,15 @@ TEST(GdnDecodeCuda, StridedRows) {
     return make_view(w.data(), c.dt, {c.N, heads, kD}, {heads * kWide, kWide, 1}, w.device());
   };
   const Buffer qw = widen(h.q, c.H), kw = widen(h.k, c.H), vw = widen(h.v, c.HV);
-  const Buffer g = dev(h.g), beta = dev(h.beta), idx = dev(h.idx);
+  const DecodeInputs d{dev(h.q), dev(h.k), dev(h.v), dev(h.g), dev(h.beta), Buffer(), dev(h.idx)};
   for (const auto& kernel : kKernels) {
     with_kernel(kernel, [&] {
       Buffer pool = dev(h.pool);
       Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
-      GdnDecodeArgs a;
+      GdnDecodeArgs a = args_of(d, c, pool, d.idx, o);
       a.q = narrow(qw, c.H);
       a.k = narrow(kw, c.H);
       a.v = narrow(vw, c.HV);
-      a.g = g.view();
-      a.beta = beta.view();
-      a.state_pool = pool.view();
-      a.state_indices = idx.view();
-      a.o = o.view();
-      a.use_qk_l2norm = c.l2norm;
       const Status st = gdn_decode_step(a);
       ASSERT_TRUE(st.ok()) << st.message();
       testkit::cuda_synchronize();
