@@ -13,9 +13,9 @@
 //   kv = exp(g) S^T k,  sq = S^T q,  v' = beta (v - kv),  o = scale (exp(g) sq + (q.k) v'),
 //   S <- exp(g) S + k v'^T.
 #include <algorithm>
-#include <atomic>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/resident_ctas.h"
 #include "cuda/gdn/gdn_device.cuh"
 #include "cuda/gdn/gdn_kernels.h"
 
@@ -190,21 +190,11 @@ template <int kBV, class T, class TB>
 Status launch_decode_bv(const DecodeParams& p, cudaStream_t s) {
   const int64_t items = static_cast<int64_t>(p.N) * p.HV * Cfg<kBV>::kSlices;
   if (items > (int64_t(1) << 30)) return Status::Unsupported("gdn_decode_step: too many sequences x heads");
-  // Grid fill per device, cached: the queries cost host time on every decode step otherwise.
-  static std::atomic<int> fill[64] = {};
-  int dev = 0;
-  ATTNKIT_CUDA_TRY(cudaGetDevice(&dev));
-  int ctas = dev < 64 ? fill[dev].load(std::memory_order_relaxed) : 0;
-  if (ctas == 0) {
-    int sms = 0, per_sm = 0;
-    ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_kernel<kBV, T, TB>, kThreads, 0));
-    ctas = sms * (per_sm < 1 ? 1 : per_sm);
-    if (dev < 64) fill[dev].store(ctas, std::memory_order_relaxed);
-  }
-  const int64_t sms = ctas, per_sm = 1;
-  const int64_t grid = std::min<int64_t>(items, static_cast<int64_t>(sms) * per_sm);
-  decode_kernel<kBV, T, TB><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(p, static_cast<int>(items));
+  constexpr auto kernel = &decode_kernel<kBV, T, TB>;
+  int ctas = 0;
+  ATTNKIT_RETURN_IF_ERROR(detail::resident_ctas<kernel>(kThreads, 0, &ctas));
+  const int64_t grid = std::min<int64_t>(items, ctas);
+  kernel<<<static_cast<unsigned>(grid), kThreads, 0, s>>>(p, static_cast<int>(items));
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn decode");
   return Status::Ok();
 }

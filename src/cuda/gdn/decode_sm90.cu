@@ -30,9 +30,9 @@
 #include <cutlass/arch/barrier.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/resident_ctas.h"
 #include "cuda/gdn/gdn_device.cuh"
 #include "cuda/gdn/gdn_kernels.h"
 
@@ -272,21 +272,10 @@ Status launch_ring_t(const DecodeParams& p, cudaStream_t s) {
   if (items > (int64_t(1) << 30)) return Status::Unsupported("gdn_decode_step: too many sequences x heads");
   constexpr int kSmem = static_cast<int>(sizeof(RingSmem<C>));
   static_assert(kSmem * C::kCtasPerSm <= 227 * 1024, "the ring exceeds a Hopper SM's shared memory");
-  const auto kernel = decode_ring_kernel<C, T, TB>;
+  constexpr auto kernel = &decode_ring_kernel<C, T, TB>;
   ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  // Grid fill per device, cached: the queries cost host time on every decode step otherwise.
-  static std::atomic<int> fill[64] = {};
-  int dev = 0;
-  ATTNKIT_CUDA_TRY(cudaGetDevice(&dev));
-  int ctas = dev < 64 ? fill[dev].load(std::memory_order_relaxed) : 0;
-  if (ctas == 0) {
-    int sms = 0, per_sm = 0;
-    ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    ATTNKIT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kRingThreads, kSmem));
-    if (per_sm < 1) return Status::Internal("gdn decode (sm90): the ring kernel does not fit an SM");
-    ctas = sms * per_sm;
-    if (dev < 64) fill[dev].store(ctas, std::memory_order_relaxed);
-  }
+  int ctas = 0;
+  ATTNKIT_RETURN_IF_ERROR(detail::resident_ctas<kernel>(kRingThreads, kSmem, &ctas));
   const int64_t grid = std::min<int64_t>(items, ctas);
   kernel<<<static_cast<unsigned>(grid), kRingThreads, kSmem, s>>>(p, static_cast<int>(items));
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn decode (sm90)");
