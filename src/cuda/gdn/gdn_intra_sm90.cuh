@@ -13,7 +13,7 @@
 // current one is inverted.
 //
 // Two warpgroups (WG0: K K^T, then U = T diag(beta) V; WG1: Q K^T, then P and W =
-// T diag(beta exp(g)) K); the fp32 inverse is gdn_intra.cuh's (warps 0-3). The W/U products split
+// T diag(beta exp(g)) K); the fp32 inverse is gdn_intra.cuh's (all eight warps). The W/U products split
 // the scaled fp32 T into hi + lo 16-bit halves (two WGMMA chains into one accumulator), as the
 // mma.sync kernel does. Shared memory (~99 KB) lets two CTAs share an SM.
 //
