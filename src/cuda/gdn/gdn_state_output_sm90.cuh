@@ -434,7 +434,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const bool ok_a = row_a < len, ok_b = row_b < len;
         const float ex_a = ok_a ? __expf(glast - gs[4 * row_a + g_col]) : 0.f;
         const float ex_b = ok_b ? __expf(glast - gs[4 * row_b + g_col]) : 0.f;
+        // U's pairs too: the shared-memory accesses are volatile, so loads placed after the wait
+        // would each wait out their latency between the stores.
         const uint32_t u_base = cute::cast_smem_ptr_to_uint(ss.u[s].data());
+        uint32_t u_pair[8];
+        CUTE_UNROLL
+        for (int q = 0; q < 8; ++q) u_pair[q] = lds32(u_base + u_off[q]);
         warpgroup_wait<0>();
         warpgroup_fence_operand(accVN);
 
@@ -443,7 +448,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         for (int q = 0; q < 8; ++q) {
           const bool ok = (q & 1) ? ok_b : ok_a;
           const float ex = (q & 1) ? ex_b : ex_a;
-          const float2 u = unpack2f<E>(lds32(u_base + u_off[q]));
+          const float2 u = unpack2f<E>(u_pair[q]);
           const int i = 2 * q;
           const float vn0 = ok ? u.x - accVN(i) : 0.f;
           const float vn1 = ok ? u.y - accVN(i + 1) : 0.f;
