@@ -91,7 +91,7 @@ __device__ __forceinline__ void half_store(float* dst, int ld, const float (&d)[
 // upper off-diagonal blocks hold scratch). Eight warps; ends with a block-wide barrier.
 //
 // Blocks are 16 x 16 (T_ij, A_ij). The diagonal blocks T_ii = (I + A_ii)^-1 come by substitution;
-// then the 2 x 2 block rule (L11 0; L21 L22)^-1 = (L11^-1 0; -L22^-1 L21 L11^-1 L22^-1), applied
+// then the 2 x 2 block rule [L11 0; L21 L22]^-1 = [L11^-1 0; -L22^-1 L21 L11^-1, L22^-1], applied
 // twice: level 1 builds T_10 = -T_11 A_10 T_00 and T_32 = -T_33 A_32 T_22, level 2 the lower-left
 // 32 x 32 quarter, -T_LR (A_LL T_UL), through X = A_LL T_UL in the scratch blocks. Each warp owns
 // 8 columns of an output block, so a product's inner factor stays within the warp. The longest
