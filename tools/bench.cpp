@@ -21,6 +21,7 @@
 #include "flags.h"
 #include "gpu.h"
 #include "table.h"
+#include "testkit/read_floor.h"
 #include "testkit/timing.h"
 
 namespace attnkit::cli {
@@ -57,6 +58,7 @@ struct Result {
   std::string kernel = "-";
   Status status;
   double ms = NAN, tflops = NAN, gbps = NAN;
+  double floor_ms = NAN;  // decode on a GPU: the read floor of its K and V bytes (read_floor.h)
 };
 
 // ---------------------------------------------------------------- shape sets
@@ -325,6 +327,19 @@ Result run_attention(const AttnCase& case_in, const Env& env, std::mt19937_64& r
     r.tflops = c.flops() / (r.ms * 1e9);
     r.gbps = c.kv_bytes() / (r.ms * 1e6);
   }
+  // The read floor: the same number of K and V bytes (from the front of each set's buffers, so a
+  // paged pool's unused pages do not count), read once under the same flush and rotation.
+  if (r.status.ok() && env.gpu && c.op == "decode") {
+    const auto half = static_cast<size_t>(c.kv_bytes() / 2) / 16 * 16;
+    r.status = time_calls(
+        env,
+        [&](int call) {
+          const AttnTensors& s = sets[call % sets.size()];
+          return testkit::read_once({{s.k.data(), std::min(half, s.k.bytes())},
+                                     {s.v.data(), std::min(half, s.v.bytes())}});
+        },
+        &r.floor_ms);
+  }
   return r;
 }
 
@@ -388,7 +403,7 @@ JsonObject json_row(const Item& it, const Result& r, const Env& env) {
   JsonObject j;
   j.set("op", it.label()).set("set", it.set).set("shape", it.shape()).set("kernel", r.kernel);
   j.set("backend", to_string(env.backend));
-  j.set("ms", r.ms).set("tflops", r.tflops).set("gbps", r.gbps);
+  j.set("ms", r.ms).set("tflops", r.tflops).set("gbps", r.gbps).set("floor_ms", r.floor_ms);
   j.set("status", r.status.ok() ? "ok" : r.status.message());
   j.set("status_code", to_string(r.status.code()));
   if (it.op == OpKind::kAttention) {
@@ -426,7 +441,9 @@ Flags make_flags() {
           "query-key pair per head; GDN: the chunked algorithm's estimate, as fla's) or GB/s (decode:\n"
           "K and V bytes read; GDN decode: state bytes read + written), and a status ('ok' or why the\n"
           "op did not run). On a GPU: CUDA events after warm-up, each call after a 256 MB L2 flush (as\n"
-          "the anchors' triton do_bench), inputs rotated where they fit in L2.\n"
+          "the anchors' triton do_bench), inputs rotated where they fit in L2; decode rows also give\n"
+          "the read floor (a kernel that only reads the same K and V bytes, timed alike) and the\n"
+          "share of the call's time it is.\n"
           "Without one: the CPU reference backend on smaller shapes.\n"
           "Shape sets: default (prefill 4x4096 h16 d128, paged decode, GDN 16k + decode), fa3 (the\n"
           "FlashAttention-3 paper's: 16k tokens, hidden 2048, d 64/128/256, seqlen 512..16k, plus GQA\n"
@@ -521,7 +538,7 @@ int bench_main(const std::vector<std::string>& args) {
   std::printf("attnkit %s bench on %s, backend %s: median of %d calls after %d warm-up\n",
               version(), device.c_str(), to_string(env.backend), env.repeats, env.warmup);
   std::fflush(stdout);
-  Table table({"op", "shape", "kernel", "ms", "TFLOP/s", "GB/s", "status"});
+  Table table({"op", "shape", "kernel", "ms", "TFLOP/s", "GB/s", "floor ms", "% floor", "status"});
   std::vector<JsonObject> rows;
   bool hard_error = false;
   JsonObject meta;
@@ -567,9 +584,10 @@ int bench_main(const std::vector<std::string>& args) {
                                : r.status.code() == StatusCode::kUnsupported
                                    ? "n/a: " + r.status.message()
                                    : std::string(to_string(r.status.code())) + ": " + r.status.message();
-    table.add_row({it.label(), it.shape(), r.kernel, fmt(r.ms, 3),
+    table.add_row({it.label(), it.shape(), r.kernel, fmt(r.ms, bytes_bound ? 4 : 3),
                    bytes_bound ? "" : fmt_rate(r.tflops),
-                   bytes_bound ? fmt_rate(r.gbps) : "", status});
+                   bytes_bound ? fmt_rate(r.gbps) : "", fmt(r.floor_ms, 4),
+                   fmt(100.0 * r.floor_ms / r.ms, 1), status});
     rows.push_back(json_row(it, r, env));
     if (!write_json()) {
       std::fprintf(stderr, "attnkit bench: could not write %s\n", json_path.c_str());

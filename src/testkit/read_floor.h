@@ -1,0 +1,28 @@
+// The read floor of a memory-bound op: one kernel that reads a set of device buffers once, with
+// 16-byte loads over the whole GPU, and writes nothing that matters. Timed by time_calls like the
+// op, it is the least time any kernel that must read those bytes takes under the same method (the
+// same L2 flush, the same launch and event overheads), so an op's time over it is what the op's own
+// design costs. `attnkit bench` reports it beside the decode rows.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "attnkit/status.h"
+
+namespace attnkit::testkit {
+
+struct ReadSpan {
+  const void* data = nullptr;  // device pointer, 16-byte aligned
+  size_t bytes = 0;            // a multiple of 16
+};
+
+// How the loads enter L2: evict-first (ld.global.cs, the default: the read replaces its own lines
+// rather than the ones L2 holds), or normal.
+enum class ReadHint { kEvictFirst, kNormal };
+
+// Enqueues one read of every span on the default stream (at most 4 spans). A build without CUDA
+// returns Unsupported.
+Status read_once(const std::vector<ReadSpan>& spans, ReadHint hint = ReadHint::kEvictFirst);
+
+}  // namespace attnkit::testkit
