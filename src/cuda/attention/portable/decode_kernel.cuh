@@ -4,7 +4,8 @@
 // One CTA = one (sequence, KV head, split): its rows are every (query token, query head of the
 // GQA group) pair, row r = token * group + head_in_group, at most 16 * kMT of them, so K and V of
 // the head are read exactly once. Keys stream through a kStages-deep cp.async pipeline of
-// kBlockN-key stages (35-70 KB in flight per CTA; two CTAs fit an SM).
+// kBlockN-key stages (35-70 KB in flight per CTA; two CTAs fit an SM), all of them filled before
+// the first compute.
 // The 2 * kKG warps split each stage kKG x 2: key group (16 keys each; S = Q K^T is computed by
 // both warps of a key group, which costs nothing on a memory-bound kernel) and Dv half
 // (O += P V), so each warp holds only half of O. At the end the key groups merge through shared
@@ -393,21 +394,24 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
 #pragma unroll
   for (int i = 0; i < kPgPer; ++i) pg_next[i] = 0;
   {
-    // All page-table reads of the prologue (and the first loop iteration's) first, so that they
-    // overlap instead of each one delaying its stage's copies.
-    int pg[kStages - 1][kPgPer];
+    // Every stage is filled here, not kStages - 1 of them as the loop keeps in flight later: all
+    // stages are free before the first compute, and a split of at most kStages blocks (batch 1 x
+    // 1k keys: two) then costs one DRAM round trip instead of two. All page-table reads of the
+    // prologue (and the first refill's) first, so that they overlap instead of each one delaying
+    // its stage's copies.
+    int pg[kStages][kPgPer];
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s)
+    for (int s = 0; s < kStages; ++s)
 #pragma unroll
       for (int i = 0; i < kPgPer; ++i) pg[s][i] = 0;
     if (paged) {
 #pragma unroll
-      for (int s = 0; s < kStages - 1; ++s)
+      for (int s = 0; s < kStages; ++s)
         if (s < n_tiles) fetch_pages(n_begin + s, pg[s]);
-      if (kStages - 1 < n_tiles) fetch_pages(n_begin + kStages - 1, pg_next);
+      if (kStages < n_tiles) fetch_pages(n_begin + kStages, pg_next);
     }
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
+    for (int s = 0; s < kStages; ++s) {
       if (s < n_tiles) {
         int64_t pk[kKPer], pv[kVPer];
         locate_block(n_begin + s, pg[s], pk, pv);
@@ -444,19 +448,26 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   uint32_t qf[kMT][kQFrags][4];
 
   for (int t = 0; t < n_tiles; ++t) {
-    const int t_next = t + kStages - 1;
-    cp_async_wait<kStages - 2>();
+    // Block t's group is t. Committed so far: the prologue's kStages, then one per iteration from
+    // iteration 1 on (iteration 0 has no stage to refill).
+    if (t == 0)
+      cp_async_wait<kStages - 1>();
+    else
+      cp_async_wait<kStages - 2>();
     __syncthreads();
     // The stage refilled here was last read in iteration t - 1, which every thread has left. Its
     // page-table entries were read an iteration ago; the next block's are read now, and this
     // iteration's compute hides their latency.
-    if (t_next < n_tiles) {
-      int64_t k_off[kKPer], v_off[kVPer];
-      locate_block(n_begin + t_next, pg_next, k_off, v_off);
-      issue_block(t_next % kStages, k_off, v_off);
+    if (t > 0) {
+      const int t_next = t + kStages - 1;
+      if (t_next < n_tiles) {
+        int64_t k_off[kKPer], v_off[kVPer];
+        locate_block(n_begin + t_next, pg_next, k_off, v_off);
+        issue_block(t_next % kStages, k_off, v_off);
+      }
+      if (paged && t_next + 1 < n_tiles) fetch_pages(n_begin + t_next + 1, pg_next);
+      cp_async_commit();
     }
-    if (paged && t_next + 1 < n_tiles) fetch_pages(n_begin + t_next + 1, pg_next);
-    cp_async_commit();
     if constexpr (Tile::kQInRegs) {
       if (t == 0) {
 #pragma unroll
