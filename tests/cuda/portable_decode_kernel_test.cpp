@@ -127,10 +127,12 @@ TEST(PortableDecodeKernel, ManySplits) {
   }
 }
 
-// The plain 16-row head-dim-128 variant runs 8 warps on 64-key stages (decode_key_groups): key
+// The plain 16-row head-dim-128 variant runs 8 warps on 64-key stages, except for split calls
+// over contiguous or ragged KV, which run 4 warps on 32-key stages (decode_key_groups): key
 // counts that end mid-stage and mid-page and one shorter than a stage, contiguous (seqused) and
 // paged KV with pages of 1, 16 and 64 keys, 4 and 16 rows (sinks on the latter); split counts 1,
-// 3 and 16 agree with each other and the reference, and a rerun of the split run is bit-identical.
+// 3 and 16 agree with each other (on contiguous KV: the 8-warp tile with the 4-warp one) and the
+// reference, and a rerun of the split run is bit-identical.
 TEST(PortableDecodeKernel, EightWarpTile) {
   uint64_t seed = 2400;
   for (int ps : {0, 1, 16, 64})

@@ -89,11 +89,15 @@ struct DecodeTile {
 // stages and Q in the 96 KB budget at head dim 128, 116 registers under the 2-CTA cap) were
 // measured on an H100 against the 4-warp tile on every decode bench shape (the plain variant):
 // paged KV up to 6% faster (b1 x 8k page 16: 26.0 vs 27.8 us), contiguous within 1% at
-// b >= 16 x >= 8k and the same at b1 x 8k. The generic variant (it would spill under the cap),
+// b >= 16 x >= 8k and the same at b1 x 8k. Once the prologue filled every stage (five 32-key
+// stages of the 4-warp tile in flight from the start, against two 64-key ones), the 4-warp tile
+// measured faster for split calls over contiguous or ragged KV (kSplitContiguous), H100
+// 2026-11-26: b1 x 1k 3%, b1 x 8k 1.4% (4.5% at 16 splits), b16 x 1k 3.4%; paged calls and unsplit
+// ones (b64: 4 warps 1% slower) keep 8 warps. The generic variant (it would spill under the cap),
 // other head dims and 32-row tiles keep 4 warps: not measured.
-template <int kDqk, int kDv, int kMT, bool kPlain>
+template <int kDqk, int kDv, int kMT, bool kPlain, bool kSplitContiguous>
 constexpr int decode_key_groups() {
-  return kPlain && kDqk == 128 && kDv == 128 && kMT == 1 ? 4 : 2;
+  return kPlain && kDqk == 128 && kDv == 128 && kMT == 1 && !kSplitContiguous ? 4 : 2;
 }
 
 // Writes rows [0, rows) of the CTA from the merge buffer: out = sum_g O_g w_g / l over the key

@@ -78,6 +78,16 @@ Status launch_portable_decode(const FwdParams& p, void* stream) {
   return Status::Ok();
 }
 
+// Launches Tile, or TileSplitContiguous for a split call over contiguous or ragged KV where the
+// two differ (decode_key_groups).
+template <class Tile, class TileSplitContiguous, typename T, class Mask, class Mod>
+Status launch_portable_decode_for(const FwdParams& p, void* stream) {
+  if constexpr (!std::is_same_v<Tile, TileSplitContiguous>)
+    if (p.num_splits > 1 && p.kv.kind != KvKind::kPaged)
+      return launch_portable_decode<TileSplitContiguous, T, Mask, Mod>(p, stream);
+  return launch_portable_decode<Tile, T, Mask, Mod>(p, stream);
+}
+
 }  // namespace attnkit::gpu
 
 // Defines portable_decode_<dqk>_<dv>_<dtype>_<mask>_<mod>_r<rows>: the decode kernel for up to
@@ -89,21 +99,24 @@ Status launch_portable_decode(const FwdParams& p, void* stream) {
   portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_l2stream
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_bf16 __nv_bfloat16
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_fp16 __half
-#define ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2)                                 \
+#define ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2, SPLIT_CONTIGUOUS)                \
   DecodeTile<DQK, DV, (ROWS) / 16,                                                                \
              decode_key_groups<DQK, DV, (ROWS) / 16,                                              \
-                               std::is_same_v<MASK, NoMask> && std::is_same_v<MOD, NoScoreMod>>(), \
+                               std::is_same_v<MASK, NoMask> && std::is_same_v<MOD, NoScoreMod>,   \
+                               SPLIT_CONTIGUOUS>(),                                               \
              L2>
+#define ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, L2)                           \
+  launch_portable_decode_for<ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2, false),    \
+                             ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2, true),     \
+                             ATTNKIT_PORTABLE_DECODE_CTYPE_##DT, MASK, MOD>
 #define ATTNKIT_DEFINE_PORTABLE_DECODE(DQK, DV, DT, MASK, MOD, ROWS)                              \
   namespace attnkit::gpu {                                                                        \
   Status ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,            \
                                                                    void* stream) {               \
-    using Tile = ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, KvL2Normal);              \
-    return launch_portable_decode<Tile, ATTNKIT_PORTABLE_DECODE_CTYPE_##DT, MASK, MOD>(p, stream); \
+    return ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, KvL2Normal)(p, stream);   \
   }                                                                                               \
   Status ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,   \
                                                                             void* stream) {      \
-    using Tile = ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, KvL2Stream);              \
-    return launch_portable_decode<Tile, ATTNKIT_PORTABLE_DECODE_CTYPE_##DT, MASK, MOD>(p, stream); \
+    return ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, KvL2Stream)(p, stream);   \
   }                                                                                               \
   }
