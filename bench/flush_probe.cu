@@ -64,7 +64,8 @@ int main() {
     std::printf("%10zu", mb);
     using attnkit::testkit::ReadHint;
     for (Case c : {Case{Flush::kWrite, ReadHint::kEvictFirst}, Case{Flush::kRead, ReadHint::kEvictFirst},
-                   Case{Flush::kNone, ReadHint::kEvictFirst}, Case{Flush::kWrite, ReadHint::kNormal}}) {
+                   Case{Flush::kNone, ReadHint::kEvictFirst},
+                   Case{Flush::kWrite, ReadHint::kNormal}}) {
       const Flush fl = c.flush;
       std::vector<float> ms;
       for (int r = 0; r < kRepeats + 3; ++r) {

@@ -77,8 +77,10 @@ Status read_once(const std::vector<ReadSpan>& spans, ReadHint hint) {
     grid = sms * (per_sm > 0 ? per_sm : 1);
   }
   const size_t threads = size_t{kThreads} * grid;
-  for (int k = 0; k < s.count; ++k)
-    s.per[k] = static_cast<int>(std::min<size_t>(kUnroll, std::max<size_t>(1, (s.n[k] + threads - 1) / threads)));
+  for (int k = 0; k < s.count; ++k) {
+    const size_t per = (s.n[k] + threads - 1) / threads;
+    s.per[k] = static_cast<int>(std::clamp<size_t>(per, 1, kUnroll));
+  }
   if (hint == ReadHint::kEvictFirst)
     read_once_kernel<ReadHint::kEvictFirst><<<grid, kThreads>>>(s, sink);
   else

@@ -50,7 +50,8 @@ TEST(TestkitReadFloor, TimeGrowsWithTheBytes) {
   ASSERT_EQ(cudaMemset(a.p, 0x5a, a.bytes), cudaSuccess);
   auto time_of = [&](size_t bytes) {
     std::vector<double> ms;
-    EXPECT_TRUE(time_calls([&](int) { return read_once({{a.p, bytes}}); }, 2, 9, Flush::kL2, &ms).ok());
+    const auto call = [&](int) { return read_once({{a.p, bytes}}); };
+    EXPECT_TRUE(time_calls(call, 2, 9, Flush::kL2, &ms).ok());
     return median_ms(ms);
   };
   const double small = time_of(size_t{32} << 20), large = time_of(a.bytes);

@@ -99,7 +99,7 @@ Status launch_portable_decode_for(const FwdParams& p, void* stream) {
   portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_l2stream
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_bf16 __nv_bfloat16
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_fp16 __half
-#define ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2, SPLIT_CONTIGUOUS)                \
+#define ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2, SPLIT_CONTIGUOUS)              \
   DecodeTile<DQK, DV, (ROWS) / 16,                                                                \
              decode_key_groups<DQK, DV, (ROWS) / 16,                                              \
                                std::is_same_v<MASK, NoMask> && std::is_same_v<MOD, NoScoreMod>,   \
