@@ -59,19 +59,25 @@ __device__ __forceinline__ void decode_merge_if_last(const FwdParams& p, int row
   const int tid = threadIdx.x;
   const int S = p.num_splits, G = p.group.d;
 
-  // Release: this CTA's partial is visible device-wide before its arrival is counted.
-  __threadfence();
+  // One thread counts the arrival with an acquire-release atomic at GPU scope. Release: the
+  // barrier orders every thread's partial stores before it, and a release is cumulative, so they
+  // are visible device-wide before the count. Acquire: the last CTA's reads, ordered after it by
+  // the second barrier, see every other split's partial. (A fence in every thread instead, as
+  // before, cost each thread a full membar.gl on the call's critical path.)
   __syncthreads();
   if (tid == 0) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");  // the counters were zeroed before
 #endif
-    const unsigned old = atomicAdd(p.split_counters + int64_t{b} * p.hkv + hk, 1u);
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(old)
+                 : "l"(p.split_counters + int64_t{b} * p.hkv + hk)
+                 : "memory");
     s_last = old == static_cast<unsigned>(S - 1);
   }
   __syncthreads();
   if (!s_last) return;
-  __threadfence();  // acquire: the other splits' partials are read after their arrivals
 
   const int items = rows * kC;
   int tpi = 1;  // threads per item
