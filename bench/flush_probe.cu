@@ -47,7 +47,7 @@ int main() {
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("flush_probe on %s (L2 %d MB)\n", prop.name, prop.l2CacheSize >> 20);
-  std::printf("%10s | %-24s | %-24s | %-24s | %-24s\n", "MB read", "after 256 MB written",
+  std::printf("%10s | %-24s | %-24s | %-24s | %-24s\n", "MiB read", "after 256 MB written",
               "after 256 MB read", "no flush (rotated)", "written, normal loads");
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
