@@ -7,25 +7,24 @@
 #include <cstdint>
 #include <vector>
 
+#include "testkit/buffer.h"
 #include "testkit/read_floor.h"
 #include "testkit/timing.h"
 
 namespace attnkit::testkit {
 namespace {
 
-struct DeviceBytes {
-  void* p = nullptr;
-  size_t bytes;
-  explicit DeviceBytes(size_t b) : bytes(b) { EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess); }
-  ~DeviceBytes() { cudaFree(p); }
-  const char* at(size_t off) const { return static_cast<const char*>(p) + off; }
-};
+// `bytes` (a multiple of 4) of device memory.
+Buffer device_bytes(size_t bytes) {
+  return Buffer(DType::kInt32, {static_cast<int64_t>(bytes / 4)}, cuda(0));
+}
+const char* at(const Buffer& b, size_t offset) { return static_cast<const char*>(b.data()) + offset; }
 
 TEST(TestkitReadFloor, RejectsBadSpans) {
-  DeviceBytes a(4096);
-  EXPECT_EQ(read_once({{a.at(8), 64}}).code(), StatusCode::kInvalidArgument);   // misaligned
-  EXPECT_EQ(read_once({{a.at(0), 40}}).code(), StatusCode::kInvalidArgument);   // not 16-byte sized
-  const std::vector<ReadSpan> five(5, ReadSpan{a.at(0), 64});
+  const Buffer a = device_bytes(4096);
+  EXPECT_EQ(read_once({{at(a, 8), 64}}).code(), StatusCode::kInvalidArgument);  // misaligned
+  EXPECT_EQ(read_once({{at(a, 0), 40}}).code(), StatusCode::kInvalidArgument);  // not 16-byte sized
+  const std::vector<ReadSpan> five(5, ReadSpan{at(a, 0), 64});
   EXPECT_EQ(read_once(five).code(), StatusCode::kInvalidArgument);
 }
 
@@ -33,28 +32,28 @@ TEST(TestkitReadFloor, LeavesTheBytesAsTheyWere) {
   const size_t n = (size_t{3} << 20) + 48;  // not a multiple of the grid's stride
   std::vector<uint32_t> host(n / 4);
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint32_t>(i * 2654435761u + 7);
-  DeviceBytes a(n), b(n);
-  ASSERT_EQ(cudaMemcpy(a.p, host.data(), n, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(b.p, host.data(), n, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_TRUE(read_once({{a.p, n}, {b.p, n - 16}, {a.p, 0}}).ok());
+  const Buffer a = device_bytes(n), b = device_bytes(n);
+  ASSERT_EQ(cudaMemcpy(a.data(), host.data(), n, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(b.data(), host.data(), n, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_TRUE(read_once({{a.data(), n}, {b.data(), n - 16}, {a.data(), 0}}).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint32_t> back(host.size());
-  for (const DeviceBytes* d : {&a, &b}) {
-    ASSERT_EQ(cudaMemcpy(back.data(), d->p, n, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (const Buffer* d : {&a, &b}) {
+    ASSERT_EQ(cudaMemcpy(back.data(), d->data(), n, cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(back, host);
   }
 }
 
 TEST(TestkitReadFloor, TimeGrowsWithTheBytes) {
-  DeviceBytes a(size_t{512} << 20);
-  ASSERT_EQ(cudaMemset(a.p, 0x5a, a.bytes), cudaSuccess);
+  const Buffer a = device_bytes(size_t{512} << 20);
+  ASSERT_EQ(cudaMemset(a.data(), 0x5a, a.bytes()), cudaSuccess);
   auto time_of = [&](size_t bytes) {
     std::vector<double> ms;
-    const auto call = [&](int) { return read_once({{a.p, bytes}}); };
+    const auto call = [&](int) { return read_once({{a.data(), bytes}}); };
     EXPECT_TRUE(time_calls(call, 2, 9, Flush::kL2, &ms).ok());
     return median_ms(ms);
   };
-  const double small = time_of(size_t{32} << 20), large = time_of(a.bytes);
+  const double small = time_of(size_t{32} << 20), large = time_of(a.bytes());
   // 16x the bytes: at least 4x the time, whatever the fixed costs of a call.
   EXPECT_GT(large, 4.0 * small) << small << " ms for 32 MB, " << large << " ms for 512 MB";
 }

@@ -92,8 +92,9 @@ struct DecodeTile {
 // b >= 16 x >= 8k and the same at b1 x 8k. Once the prologue filled every stage (five 32-key
 // stages of the 4-warp tile in flight from the start, against two 64-key ones), the 4-warp tile
 // measured faster for split calls over contiguous or ragged KV (kSplitContiguous), H100
-// 2026-11-26: b1 x 1k 3%, b1 x 8k 1.4% (4.5% at 16 splits), b16 x 1k 3.4%; paged calls and unsplit
-// ones (b64: 4 warps 1% slower) keep 8 warps. The generic variant (it would spill under the cap),
+// 2026-11-26, same-call A/B with 2-block splits: b1 x 1k 7.6%, b16 x 1k 3.1%, b1 x 8k 0.9%, b1 x
+// 32k -0.9%; paged calls (4 warps 1-3% slower at b1) and unsplit ones (b64: 1% slower) keep 8
+// warps. The generic variant (it would spill under the cap),
 // other head dims and 32-row tiles keep 4 warps: not measured.
 template <int kDqk, int kDv, int kMT, bool kPlain, bool kSplitContiguous>
 constexpr int decode_key_groups() {
