@@ -11,18 +11,10 @@
 #include <cstdio>
 #include <vector>
 
+#include "cuda_exit.h"
 #include "testkit/read_floor.h"
 
 namespace {
-
-#define CHECK(call)                                                                             \
-  do {                                                                                          \
-    cudaError_t e = (call);                                                                     \
-    if (e != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e));                    \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 enum class Flush { kWrite, kRead, kNone };
 struct Case {
@@ -42,24 +34,24 @@ int main() {
   constexpr size_t kFlush = size_t{256} << 20;
   constexpr int kRepeats = 41;
   void* flush = nullptr;
-  CHECK(cudaMalloc(&flush, kFlush));
-  CHECK(cudaMemset(flush, 1, kFlush));
+  BENCH_CUDA_CHECK(cudaMalloc(&flush, kFlush));
+  BENCH_CUDA_CHECK(cudaMemset(flush, 1, kFlush));
   cudaDeviceProp prop;
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  BENCH_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("flush_probe on %s (L2 %d MB)\n", prop.name, prop.l2CacheSize >> 20);
   std::printf("%10s | %-24s | %-24s | %-24s | %-24s\n", "MiB read", "after 256 MB written",
               "after 256 MB read", "no flush (rotated)", "written, normal loads");
   cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
+  BENCH_CUDA_CHECK(cudaEventCreate(&e0));
+  BENCH_CUDA_CHECK(cudaEventCreate(&e1));
   for (size_t mb : {4, 16, 34, 67, 134, 268}) {
     const size_t bytes = mb << 20;
     // Enough sets to cover 3x L2, so that a set is never found in L2 from its last use.
     const size_t n_sets = std::max<size_t>(3, (3 * size_t(prop.l2CacheSize) + bytes - 1) / bytes);
     std::vector<void*> sets(n_sets);
     for (auto& p : sets) {
-      CHECK(cudaMalloc(&p, bytes));
-      CHECK(cudaMemset(p, 3, bytes));
+      BENCH_CUDA_CHECK(cudaMalloc(&p, bytes));
+      BENCH_CUDA_CHECK(cudaMemset(p, 3, bytes));
     }
     std::printf("%10zu", mb);
     using attnkit::testkit::ReadHint;
@@ -69,22 +61,22 @@ int main() {
       const Flush fl = c.flush;
       std::vector<float> ms;
       for (int r = 0; r < kRepeats + 3; ++r) {
-        if (fl == Flush::kWrite) CHECK(cudaMemsetAsync(flush, 0, kFlush));
+        if (fl == Flush::kWrite) BENCH_CUDA_CHECK(cudaMemsetAsync(flush, 0, kFlush));
         if (fl == Flush::kRead && !read_once({{flush, kFlush}}).ok()) return 1;
-        CHECK(cudaEventRecord(e0));
+        BENCH_CUDA_CHECK(cudaEventRecord(e0));
         if (!read_once({{sets[r % n_sets], bytes}}, c.hint).ok()) return 1;
-        CHECK(cudaEventRecord(e1));
-        CHECK(cudaEventSynchronize(e1));
+        BENCH_CUDA_CHECK(cudaEventRecord(e1));
+        BENCH_CUDA_CHECK(cudaEventSynchronize(e1));
         float t = 0;
-        CHECK(cudaEventElapsedTime(&t, e0, e1));
+        BENCH_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
         if (r >= 3) ms.push_back(t);
       }
       const double m = median(ms);
       std::printf(" | %9.4f ms %7.0f GB/s", m, bytes / m / 1e6);
     }
     std::printf("\n");
-    for (void* p : sets) CHECK(cudaFree(p));
+    for (void* p : sets) BENCH_CUDA_CHECK(cudaFree(p));
   }
-  CHECK(cudaFree(flush));
+  BENCH_CUDA_CHECK(cudaFree(flush));
   return 0;
 }

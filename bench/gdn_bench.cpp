@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "attnkit/gdn.h"
+#include "cuda_exit.h"
 #include "testkit/buffer.h"
 #include "testkit/timing.h"
 
@@ -30,15 +31,6 @@ using namespace attnkit;
 using testkit::Buffer;
 
 namespace {
-
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e = (x);                                                               \
-    if (e != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e));             \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 void check(const Status& s, const char* what) {
   if (!s.ok()) {
@@ -90,22 +82,22 @@ int main(int argc, char** argv) {
     // Keep stream-ordered scratch (the forward's intermediates) cached between calls, as a
     // framework's caching allocator would.
     cudaMemPool_t pool;
-    CK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    BENCH_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
     uint64_t keep = ~uint64_t(0);
-    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    BENCH_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   }
   double copy_gbs = 0;  // the device-to-device copy of this run: the ceiling every row is a share of
   if (only.empty() || std::find(only.begin(), only.end(), "copy") != only.end()) {
     const size_t bytes = size_t(1) << 30;
     void *x, *y;
-    CK(cudaMalloc(&x, bytes));
-    CK(cudaMalloc(&y, bytes));
-    CK(cudaMemset(x, 1, bytes));
-    const double ms = time_ms([&] { CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice)); }, 20, false);
+    BENCH_CUDA_CHECK(cudaMalloc(&x, bytes));
+    BENCH_CUDA_CHECK(cudaMalloc(&y, bytes));
+    BENCH_CUDA_CHECK(cudaMemset(x, 1, bytes));
+    const double ms = time_ms([&] { BENCH_CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice)); }, 20, false);
     copy_gbs = 2.0 * bytes / ms / 1e6;
     std::printf("%-28s %9.4f ms  %8.1f GB/s (read+write)\n", "copy 1 GiB", ms, copy_gbs);
-    CK(cudaFree(x));
-    CK(cudaFree(y));
+    BENCH_CUDA_CHECK(cudaFree(x));
+    BENCH_CUDA_CHECK(cudaFree(y));
   }
   auto pct = [&](double gbs) { return copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 0.0; };
   const bool decode_rows = only.empty() || std::find(only.begin(), only.end(), "decode") != only.end();
@@ -149,7 +141,7 @@ int main(int argc, char** argv) {
       const size_t n = pool[0].bytes();
       const double ms = time_ms([&] {
         const Buffer& src = pool[it++ % pools];
-        CK(cudaMemcpyAsync(pool[it % pools].data(), src.data(), n, cudaMemcpyDeviceToDevice));
+        BENCH_CUDA_CHECK(cudaMemcpyAsync(pool[it % pools].data(), src.data(), n, cudaMemcpyDeviceToDevice));
       }, 100);
       std::printf("decode B=%-4ld %-16s %9.4f ms  %8.1f GB/s (%.1f%% of copy)\n", long(B), "same-size copy", ms,
                   bytes / ms / 1e6, pct(bytes / ms / 1e6));
