@@ -171,9 +171,9 @@ TEST(PortablePrefill, EdgeShapes) {
 }
 
 // Lengths on both sides of the prefill tiles' row and key blocks (128 x 128 at d64 without a mask,
-// 128 x 64 at d64 masked and d128, 64 x 64 at 192/128 and d256 (in warp pairs)): the last, partly
-// masked key tile, fully visible tiles that skip the mask next to diagonal ones, and row tiles
-// that end inside a warp's rows.
+// 128 x 64 at d64 masked, d128 and d256 without a mask (8 warps in pairs), 64 x 64 at 192/128 and
+// d256 masked (in pairs)): the last, partly masked key tile, fully visible tiles that skip the
+// mask next to diagonal ones, and row tiles that end inside a warp's rows.
 TEST(PortablePrefill, TileBoundaries) {
   const int dims[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
   uint64_t seed = 1000;
@@ -265,8 +265,8 @@ TEST(PortablePrefill, D256MaskedTileByRows) {
       }
 }
 
-// One query head per KV head over several 128-row tiles (d64 / d128; d256: 64-row tiles in warp
-// pairs): with a mask, a warp (pair) skips the key tiles past the last one its rows see (the
+// One query head per KV head over several row tiles (128 rows; d256: in warp pairs, 64 rows with
+// a mask): with a mask, a warp (pair) skips the key tiles past the last one its rows see (the
 // causal diagonal's last tile for the upper two warps), and O rows (each pair warp's Dv half) are
 // written from one base; windows and chunks end the warps' key ranges elsewhere, Sq != Sk shifts
 // them, and split-KV cuts the CTA's key range before the warp's cut.

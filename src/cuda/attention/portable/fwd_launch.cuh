@@ -15,7 +15,7 @@
 namespace attnkit::gpu {
 
 // Prefill tile per head dims, mask and score mod, from the FA3-paper shapes on an H100 (two CTAs
-// of 4 warps per SM everywhere; the A/B figures are geomeans of the same-call ratio to PyTorch's
+// of 4 warps per SM everywhere but d256 without a mask; the A/B figures are geomeans of the same-call ratio to PyTorch's
 // FlashAttention-2 over the FA3 rows of that head dim, session 6, call 1):
 //   d64 no mask: 128 x 128, 2 stages, Q re-read from shared memory (1.060 against 1.030 for
 //     128 x 64, 3 stages, Q in registers, over the 6 non-causal rows);
@@ -23,9 +23,16 @@ namespace attnkit::gpu {
 //   d128 plain mod: 128 x 64, 2 stages (1.005 against 0.992 for single K and V buffers; the
 //     GQA rows 1.027 against 1.013), Q re-read from shared memory (in registers, S + O + Q pass
 //     255 registers);
-//   d256: 64 x 64 in warp pairs, single K and V buffers (0.934 against 0.909 without pairs; 8
-//     warps of 16 rows with 2 stages 0.909, the same in pairs 0.916), except masked calls with at
-//     most 512 query rows per head (ShortMaskedTile);
+//   d256 masked: 64 x 64 in warp pairs, single K and V buffers (0.934 against 0.909 without
+//     pairs; 8 warps of 16 rows with 2 stages 0.909, the same in pairs 0.916), except calls with
+//     at most 512 query rows per head (ShortMaskedTile);
+//   d256 no mask: 128 x 64, 8 warps in pairs, single K and V buffers, one CTA per SM: each K / V
+//     tile feeds twice the rows, which halves the L2 traffic that bounds the 64-row tile (ncu:
+//     L2 at 81% of its peak, session 7). H200, same call, two runs a side (session 11): 1.00x at
+//     512-2k, 1.014x at 4k, 1.054x at 8k, 1.062x at 16k against the 64-row tile; causal it ran
+//     0.91-0.94x up to 8k (the 128-row diagonal tiles), so masked calls keep 64 rows. FA2's own
+//     choice (the same tile without pairs, 8 warps of 16 rows) ran 0.98x of this one, and 128 x 32
+//     in pairs with two stages 0.84x of FA2's choice (same call);
 //   softcap / ALiBi (more per-row state), d96, 192/128: 64 query rows, 2 stages;
 //   192/192: 64 x 32, 2 stages.
 // Every tile skips O's rescale while no row's max grew by more than 2^8 (lazy_rescale: 0.980 ->
@@ -43,6 +50,7 @@ constexpr PrefillShape prefill_shape(int dqk, int dv, bool trivial_mod, bool mas
   if (dqk == 128 && trivial_mod) return {128, 64, 2, false};
   if (dqk <= 128) return {64, 64, 2, true};  // 96, and 128 with softcap / ALiBi
   if (dv <= 128) return {64, 64, 2, false};  // 192/128
+  if (dqk == 256 && !masked) return {128, 64, 1, false, 8, true};
   if (dqk == 256) return {64, 64, 1, false, 4, true};
   return {64, 32, 2, false};  // 192/192
 }
