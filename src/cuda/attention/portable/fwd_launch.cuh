@@ -15,8 +15,9 @@
 namespace attnkit::gpu {
 
 // Prefill tile per head dims, mask and score mod, from the FA3-paper shapes on an H100 (two CTAs
-// of 4 warps per SM everywhere but d256 without a mask; the A/B figures are geomeans of the same-call ratio to PyTorch's
-// FlashAttention-2 over the FA3 rows of that head dim, session 6, call 1):
+// of 4 warps per SM everywhere but d256 without a mask; the A/B figures are geomeans of the
+// same-call ratio to PyTorch's FlashAttention-2 over the FA3 rows of that head dim, session 6,
+// call 1, unless another call is named):
 //   d64 no mask: 128 x 128, 2 stages, Q re-read from shared memory (1.060 against 1.030 for
 //     128 x 64, 3 stages, Q in registers, over the 6 non-causal rows);
 //   d64 masked: 128 x 64, 3 stages, Q in registers (two 16-row MMA tiles per warp);
@@ -28,11 +29,12 @@ namespace attnkit::gpu {
 //     at most 512 query rows per head (ShortMaskedTile);
 //   d256 no mask: 128 x 64, 8 warps in pairs, single K and V buffers, one CTA per SM: each K / V
 //     tile feeds twice the rows, which halves the L2 traffic that bounds the 64-row tile (ncu: L2
-//     at 81% of its peak, b4 x 4k, session 7; this tile 27% at b1 x 16k, session 11). H200, same call, two runs a side (session 11): 1.00x at
-//     512-2k, 1.014x at 4k, 1.054x at 8k, 1.062x at 16k against the 64-row tile; causal it ran
-//     0.91-0.94x up to 8k (the 128-row diagonal tiles), so masked calls keep 64 rows. FA2's A100
-//     tile (the same without pairs, 8 warps of 16 rows) ran 0.98x of this one, and 128 x 32 in
-//     pairs with two stages 0.84x of that (same call);
+//     at 81% of its peak, b4 x 4k, session 7; this tile 27% at b1 x 16k, session 11). H200, same
+//     call, two runs a side (session 11): 1.00x at 512-2k, 1.014x at 4k, 1.054x at 8k, 1.062x at
+//     16k against the 64-row tile; causal it ran 0.91-0.94x up to 8k (the 128-row diagonal
+//     tiles), so masked calls keep 64 rows. FA2's A100 tile (the same without pairs, 8 warps of 16
+//     rows) ran 0.98x of this one, 128 x 32 in pairs with two stages 0.84x of that, and this tile
+//     with two K / V stages 0.989x of it;
 //   softcap / ALiBi (more per-row state), d96, 192/128: 64 query rows, 2 stages;
 //   192/192: 64 x 32, 2 stages.
 // Every tile skips O's rescale while no row's max grew by more than 2^8 (lazy_rescale: 0.980 ->
