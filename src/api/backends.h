@@ -20,6 +20,7 @@ Status cpu_merge_states(const MergeStatesArgs& args, const MergeProblem& prob,
 struct CudaDeviceInfo {
   int cc_major = 0, cc_minor = 0, sm_count = 0;
   int64_t l2_bytes = 0;
+  int smem_per_block_optin = 0;  // the most dynamic shared memory a block may ask for
 };
 Status cuda_device_info(int device, CudaDeviceInfo* info);
 

@@ -32,6 +32,8 @@ Status cuda_device_info(int device, CudaDeviceInfo* info) {
   int l2 = 0;
   ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   d.l2_bytes = l2;
+  ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&d.smem_per_block_optin,
+                                          cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   if (cache.size() <= static_cast<size_t>(device)) cache.resize(device + 1);
   cache[device] = {true, d};
   *info = d;

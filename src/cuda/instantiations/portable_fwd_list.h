@@ -7,7 +7,9 @@
 //   NoMask + NoScoreMod            plain attention, no per-element mask outside the sequence end
 //   WindowChunkMask + NoScoreMod   causal / sliding window / chunked (run-time bounds)
 //   WindowChunkMask + SoftcapAlibiMod  everything: masks, softcap, ALiBi
-// Decode shapes run on their own kernel, listed in portable_decode_list.h.
+// Each entry has two launchers: the regular tiles, and _compact, the tiles for devices that grant a
+// block at most 99 KB of shared memory (fwd_launch.cuh). Decode shapes run on their own kernel,
+// listed in portable_decode_list.h.
 // Paged vs contiguous/ragged KV is a run-time property of the KV operand, not a variant.
 #pragma once
 
@@ -32,8 +34,10 @@
   ATTNKIT_PORTABLE_FWD_DTYPES(X, 256, 256)
 
 namespace attnkit::gpu {
-#define ATTNKIT_DECLARE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD, TILE) \
-  Status portable_fwd_##DQK##_##DV##_##DT##_##MASK##_##MOD##_##TILE(const FwdParams& p, void* stream);
+#define ATTNKIT_DECLARE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD, TILE)                                \
+  Status portable_fwd_##DQK##_##DV##_##DT##_##MASK##_##MOD##_##TILE(const FwdParams& p, void* stream); \
+  Status portable_fwd_##DQK##_##DV##_##DT##_##MASK##_##MOD##_##TILE##_compact(const FwdParams& p,      \
+                                                                             void* stream);
 ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_DECLARE_PORTABLE_FWD)
 #undef ATTNKIT_DECLARE_PORTABLE_FWD
 }  // namespace attnkit::gpu

@@ -39,6 +39,12 @@ namespace attnkit::gpu {
 //   192/192: 64 x 32, 2 stages.
 // Every tile skips O's rescale while no row's max grew by more than 2^8 (lazy_rescale: 0.980 ->
 // 1.017 at d64, 0.958 -> 0.992 at d128, 0.913 -> 0.909 at d256).
+//
+// compact: the tiles for devices that grant a block at most kCompactSmemBytes of shared memory
+// (sm_86, sm_89, sm_120: 99 KB). Where the tile above needs more (d128 without softcap / ALiBi:
+// 103 KB; 192/128: 109 KB; d256: 109 or 152 KB), it keeps its block sizes with single K and V
+// buffers, or at d256 takes 64 x 32 without pairs; the others fit already. Not timed (no such
+// GPU on the benchmark machine); tested for correctness on Hopper by planning for a 99 KB device.
 struct PrefillShape {
   int block_m, block_n, stages;  // stages == 1: one K and one V buffer, refilled in turn
   bool q_in_regs;
@@ -46,7 +52,14 @@ struct PrefillShape {
   bool pairs = false;  // warp pairs split the keys of S and the columns of O (prefill_kernel.cuh)
   bool lazy_rescale = true;
 };
-constexpr PrefillShape prefill_shape(int dqk, int dv, bool trivial_mod, bool masked) {
+inline constexpr int kCompactSmemBytes = 99 * 1024;
+constexpr PrefillShape prefill_shape(int dqk, int dv, bool trivial_mod, bool masked,
+                                     bool compact = false) {
+  if (compact) {
+    if (dqk == 128 && trivial_mod) return {128, 64, 1, false};
+    if (dqk == 192 && dv == 128) return {64, 64, 1, false};
+    if (dqk == 256) return {64, 32, 1, false};
+  }
   if (dqk == 64 && trivial_mod && !masked) return {128, 128, 2, false};
   if (dqk == 64) return {trivial_mod ? 128 : 64, 64, 3, true};
   if (dqk == 128 && trivial_mod) return {128, 64, 2, false};
@@ -59,15 +72,15 @@ constexpr PrefillShape prefill_shape(int dqk, int dv, bool trivial_mod, bool mas
 template <int kDqk, int kDv, class S>
 using TileOf = PrefillTile<kDqk, kDv, S::kS.block_m, S::kS.block_n, S::kS.stages,
                            S::kS.q_in_regs, S::kS.warps, S::kS.pairs, S::kS.lazy_rescale>;
-template <int kDqk, int kDv, bool kTrivialMod, bool kMasked>
+template <int kDqk, int kDv, bool kTrivialMod, bool kMasked, bool kCompact>
 struct PrefillTileSel {
-  static constexpr PrefillShape kS = prefill_shape(kDqk, kDv, kTrivialMod, kMasked);
+  static constexpr PrefillShape kS = prefill_shape(kDqk, kDv, kTrivialMod, kMasked, kCompact);
   using type = TileOf<kDqk, kDv, PrefillTileSel>;
 };
 
-template <int kDqk, int kDv, class Mask, class Mod>
+template <int kDqk, int kDv, class Mask, class Mod, bool kCompact = false>
 using TileFor = typename PrefillTileSel<kDqk, kDv, std::is_same_v<Mod, NoScoreMod>,
-                                        !std::is_same_v<Mask, NoMask>>::type;
+                                        !std::is_same_v<Mask, NoMask>, kCompact>::type;
 
 // Masked d256 calls with at most kShortMaskedRows query rows (tokens x group) per head run the
 // tile without warp pairs: 4 warps of 16 rows, 64 x 64, single K and V buffers. H100, bf16, the
@@ -86,13 +99,23 @@ struct ShortMaskedTile<256, 256, WindowChunkMask, NoScoreMod> {
   using type = PrefillTile<256, 256, 64, 64, 1, false, 4, false, true>;
 };
 
+// The shared memory a variant's regular tiles need (TileFor's and ShortMaskedTile's): the
+// dispatcher plans the compact tile where the device grants a block less.
+template <int kDqk, int kDv, class Mask, class Mod>
+constexpr int prefill_smem_bytes() {
+  using Short = typename ShortMaskedTile<kDqk, kDv, Mask, Mod>::type;
+  int bytes = TileFor<kDqk, kDv, Mask, Mod>::kSmemBytes;
+  if constexpr (!std::is_void_v<Short>) bytes = bytes > Short::kSmemBytes ? bytes : Short::kSmemBytes;
+  return bytes;
+}
+
 // The planner's view of the tiles (host code cannot name them); each instantiation checks that
 // they agree.
-constexpr int block_m_for(int dqk, int dv, bool trivial_mod, bool masked) {
-  return prefill_shape(dqk, dv, trivial_mod, masked).block_m;
+constexpr int block_m_for(int dqk, int dv, bool trivial_mod, bool masked, bool compact) {
+  return prefill_shape(dqk, dv, trivial_mod, masked, compact).block_m;
 }
-constexpr int block_n_for(int dqk, int dv, bool trivial_mod, bool masked) {
-  return prefill_shape(dqk, dv, trivial_mod, masked).block_n;
+constexpr int block_n_for(int dqk, int dv, bool trivial_mod, bool masked, bool compact) {
+  return prefill_shape(dqk, dv, trivial_mod, masked, compact).block_n;
 }
 
 // Grid limits of y/z (65535) bound batch and kv_heads * num_splits; the planner keeps within them.
@@ -118,11 +141,15 @@ Status launch_portable_fwd(const FwdParams& p, void* stream) {
   return Status::Ok();
 }
 
-// One variant's launch: its tile, or ShortMaskedTile's for short calls where there is one.
-template <class Tile, typename T, class Mask, class Mod>
+// One variant's launch: its tile, or ShortMaskedTile's for short calls where there is one; the
+// compact tile alone where shared memory is short.
+template <int kDqk, int kDv, typename T, class Mask, class Mod, bool kCompact>
 Status launch_portable_fwd_variant(const FwdParams& p, void* stream) {
-  using Short = typename ShortMaskedTile<Tile::kDqk, Tile::kDv, Mask, Mod>::type;
-  if constexpr (!std::is_void_v<Short>) {
+  using Tile = TileFor<kDqk, kDv, Mask, Mod, kCompact>;
+  using Short = typename ShortMaskedTile<kDqk, kDv, Mask, Mod>::type;
+  if constexpr (kCompact) {
+    static_assert(Tile::kSmemBytes <= kCompactSmemBytes, "the compact tile fits 99 KB");
+  } else if constexpr (!std::is_void_v<Short>) {
     static_assert(Short::kBlockM == Tile::kBlockM && Short::kBlockN == Tile::kBlockN,
                   "the planner's block sizes hold for both tiles");
     if (int64_t{p.max_seqlen_q} * p.group.d <= kShortMaskedRows)
@@ -133,24 +160,33 @@ Status launch_portable_fwd_variant(const FwdParams& p, void* stream) {
 
 }  // namespace attnkit::gpu
 
-// Defines the launcher of one variant: portable_fwd_<dqk>_<dv>_<dtype>_<mask>_<mod>_<tile>.
+// Defines the launchers of one variant: portable_fwd_<dqk>_<dv>_<dtype>_<mask>_<mod>_<tile>, and
+// the same with the suffix _compact (the same kernel where the regular tile fits 99 KB).
 #define ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE) \
   portable_fwd_##DQK##_##DV##_##DT##_##MASK##_##MOD##_##TILE
+#define ATTNKIT_PORTABLE_FWD_FN_COMPACT(DQK, DV, DT, MASK, MOD, TILE) \
+  portable_fwd_##DQK##_##DV##_##DT##_##MASK##_##MOD##_##TILE##_compact
 #define ATTNKIT_PORTABLE_CTYPE_bf16 __nv_bfloat16
 #define ATTNKIT_PORTABLE_CTYPE_fp16 __half
-#define ATTNKIT_DEFINE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD, TILE)                                \
-  namespace attnkit::gpu {                                                                        \
-  using Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE = TileFor<DQK, DV, MASK, MOD>;                \
-  static_assert(Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE::kBlockM ==                           \
-                    block_m_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>,                         \
-                                !std::is_same_v<MASK, NoMask>),                                   \
-                "block_m_for disagrees with the tile");                                           \
-  static_assert(Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE::kBlockN ==                           \
-                    block_n_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>,                         \
-                                !std::is_same_v<MASK, NoMask>),                                   \
-                "block_n_for disagrees with the tile");                                           \
-  Status ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)(const FwdParams& p, void* stream) { \
-    return launch_portable_fwd_variant<Tile_##DQK##_##DV##_##MASK##_##MOD##_##TILE,               \
-                                       ATTNKIT_PORTABLE_CTYPE_##DT, MASK, MOD>(p, stream);        \
-  }                                                                                               \
+#define ATTNKIT_PORTABLE_FWD_CHECK_BLOCKS(DQK, DV, MASK, MOD, COMPACT)                      \
+  static_assert(TileFor<DQK, DV, MASK, MOD, COMPACT>::kBlockM ==                            \
+                        block_m_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>,               \
+                                    !std::is_same_v<MASK, NoMask>, COMPACT) &&              \
+                    TileFor<DQK, DV, MASK, MOD, COMPACT>::kBlockN ==                        \
+                        block_n_for(DQK, DV, std::is_same_v<MOD, NoScoreMod>,               \
+                                    !std::is_same_v<MASK, NoMask>, COMPACT),                \
+                "block_m_for / block_n_for disagree with the tile");
+#define ATTNKIT_DEFINE_PORTABLE_FWD(DQK, DV, DT, MASK, MOD, TILE)                                 \
+  namespace attnkit::gpu {                                                                         \
+  ATTNKIT_PORTABLE_FWD_CHECK_BLOCKS(DQK, DV, MASK, MOD, false)                                     \
+  ATTNKIT_PORTABLE_FWD_CHECK_BLOCKS(DQK, DV, MASK, MOD, true)                                      \
+  Status ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)(const FwdParams& p, void* stream) {  \
+    return launch_portable_fwd_variant<DQK, DV, ATTNKIT_PORTABLE_CTYPE_##DT, MASK, MOD, false>(   \
+        p, stream);                                                                                \
+  }                                                                                                \
+  Status ATTNKIT_PORTABLE_FWD_FN_COMPACT(DQK, DV, DT, MASK, MOD, TILE)(const FwdParams& p,         \
+                                                                       void* stream) {             \
+    return launch_portable_fwd_variant<DQK, DV, ATTNKIT_PORTABLE_CTYPE_##DT, MASK, MOD, true>(    \
+        p, stream);                                                                                \
+  }                                                                                                \
   }

@@ -37,10 +37,18 @@ struct Variant {
   Status (*launch)(const FwdParams&, void*);
   // Decode: the same kernel reading K/V evict-first in L2 (decode_l2_stream; plan suffix below).
   Status (*launch_l2stream)(const FwdParams&, void*);
+  // Prefill: the shared memory the regular tiles need, and the launcher of the tiles that fit
+  // gpu::kCompactSmemBytes (for devices that grant less than smem_bytes; plan suffix below).
+  int smem_bytes;
+  Status (*launch_compact)(const FwdParams&, void*);
 };
 
 // Marks a decode plan whose K/V are read evict-first in L2.
 constexpr const char* kL2StreamSuffix = "+l2stream";
+// Marks a prefill plan on the compact tiles.
+constexpr const char* kCompactSuffix = "+smem99k";
+// The decode kernel fits every sm_80+ device as it is.
+static_assert(gpu::kDecodeSmemBudget <= gpu::kCompactSmemBytes);
 
 constexpr DType dtype_of(const char* t) {
   return t[0] == 'b' ? DType::kBFloat16 : DType::kFloat16;
@@ -52,12 +60,14 @@ constexpr Policy policy_of(const char* mask, const char* mod) {
 #define ATTNKIT_VARIANT_ROW(DQK, DV, DT, MASK, MOD, TILE)                                   \
   Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), 0,                                \
           "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_" #TILE,                \
-          &gpu::ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE), nullptr},
+          &gpu::ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE), nullptr,             \
+          gpu::prefill_smem_bytes<DQK, DV, gpu::MASK, gpu::MOD>(),                          \
+          &gpu::ATTNKIT_PORTABLE_FWD_FN_COMPACT(DQK, DV, DT, MASK, MOD, TILE)},
 #define ATTNKIT_DECODE_VARIANT_ROW(DQK, DV, DT, MASK, MOD, ROWS)                            \
   Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), ROWS,                             \
           "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_decode" #ROWS,          \
           &gpu::ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS),                   \
-          &gpu::ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS)},
+          &gpu::ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS), 0, nullptr},
 constexpr Variant kVariants[] = {ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_VARIANT_ROW)
                                      ATTNKIT_PORTABLE_DECODE_LIST(ATTNKIT_DECODE_VARIANT_ROW)};
 #undef ATTNKIT_VARIANT_ROW
@@ -209,6 +219,13 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
     return Status::Unsupported("portable CUDA attention needs compute capability 8.0 or newer");
   const Variant* v = find_variant(prob);
   if (v == nullptr) return portable_attention_supports(args, prob);
+  // Prefill tiles that need more shared memory than the device grants a block give way to the
+  // compact ones (sm_86 / sm_89 / sm_120: 99 KB).
+  const bool compact = v->decode_rows == 0 && v->smem_bytes > dev.smem_per_block_optin;
+  if (dev.smem_per_block_optin < gpu::kCompactSmemBytes)
+    return Status::Unsupported("portable CUDA attention needs 99 KB of shared memory per block; "
+                               "this device grants " +
+                               std::to_string(dev.smem_per_block_optin) + " bytes");
   PlanInput in;
   in.batch = prob.batch;
   in.hkv = prob.hkv;
@@ -216,8 +233,8 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   in.max_seqlen_q = prob.max_seqlen_q;
   in.max_seqlen_k = prob.max_seqlen_k;
   const bool masked = v->policy != Policy::kPlain;
-  in.block_m = gpu::block_m_for(prob.dqk, prob.dv, !generic(v->policy), masked);
-  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, !generic(v->policy), masked);
+  in.block_m = gpu::block_m_for(prob.dqk, prob.dv, !generic(v->policy), masked, compact);
+  in.block_n = gpu::block_n_for(prob.dqk, prob.dv, !generic(v->policy), masked, compact);
   in.sm_count = dev.sm_count;
   in.requested_splits = args.num_splits;
   int splits = 0;
@@ -239,7 +256,7 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   const bool l2stream =
       v->decode_rows > 0 && decode_l2_stream(kv_bytes_bound(prob), dev.l2_bytes);
   plan->kernel = std::string(v->name) + (l2stream ? kL2StreamSuffix : "") +
-                 (splits <= 1 ? "" : v->decode_rows > 0 ? "+split_merge" : "+split_combine");
+                 (compact ? kCompactSuffix : "") + (splits <= 1 ? "" : v->decode_rows > 0 ? "+split_merge" : "+split_combine");
   plan->num_splits = splits;
   plan->workspace_bytes =
       split_workspace(prob, splits, decode_counter_bytes(prob, v->decode_rows > 0)).bytes;
@@ -266,6 +283,16 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   const int splits = std::max(plan.num_splits, 1);
   if (v->decode_rows == 0 && splits > 1 && int64_t{prob.hkv} * splits > gpu::kMaxGridYZ)
     return Status::Invalid("plan num_splits too large for these kv heads");
+  const bool compact = plan.kernel.find(kCompactSuffix) != std::string::npos;
+  if (v->decode_rows == 0 && !compact && v->smem_bytes > gpu::kCompactSmemBytes) {
+    CudaDeviceInfo dev;
+    ATTNKIT_RETURN_IF_ERROR(cuda_device_info(prob.device.index, &dev));
+    if (v->smem_bytes > dev.smem_per_block_optin)
+      return Status::Invalid("plan (kernel '" + plan.kernel + "') needs " +
+                             std::to_string(v->smem_bytes) +
+                             " bytes of shared memory per block, more than this device grants; "
+                             "plan on this device");
+  }
   if (prob.batch == 0 || prob.q_rows == 0) return Status::Ok();
 
   DeviceGuard guard(prob.device.index);
@@ -289,8 +316,10 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   const Status st = [&]() -> Status {
     // The decode kernel merges its own splits.
     const bool l2stream = plan.kernel.find(kL2StreamSuffix) != std::string::npos;
-    ATTNKIT_RETURN_IF_ERROR(
-        (l2stream && v->launch_l2stream != nullptr ? v->launch_l2stream : v->launch)(p, opts.stream));
+    auto launch = v->launch;
+    if (l2stream && v->launch_l2stream != nullptr) launch = v->launch_l2stream;
+    if (compact && v->launch_compact != nullptr) launch = v->launch_compact;
+    ATTNKIT_RETURN_IF_ERROR(launch(p, opts.stream));
     if (splits > 1 && v->decode_rows == 0)
       ATTNKIT_RETURN_IF_ERROR(
           gpu::launch_split_combine(p, prob.dtype == DType::kBFloat16, prob.dv, stream));
