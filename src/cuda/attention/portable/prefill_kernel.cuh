@@ -390,14 +390,21 @@ __global__ void __launch_bounds__(Tile::kThreads)
     auto next_k = [&] {
       if constexpr (kStages == 1) {
         cp_async_wait<0>();
-        __syncthreads();
+        // The non-aligned form: the warps that skip the tile reach this barrier from another
+        // instruction, which __syncthreads (bar.sync, aligned) leaves undefined in PTX
+        // (compute-sanitizer synccheck: "divergent threads in block"). Same speed (session 12).
+        asm volatile("barrier.sync 0;\n" ::: "memory");
         if (t + 1 < n_tiles) load_k(n_begin + t + 1, 0);
         cp_async_commit();
       }
     };
-    // A skipped tile would leave the warp's rows as they are: every score of it is masked.
+    // A skipped tile would leave the warp's rows as they are: every score of it is masked. A
+    // skipping pair still takes its two barriers of the tile, so every warp passes the same
+    // barriers in each tile (without them racecheck reports K / V hazards; the same speed).
     if (!warp_active || (kMasked && t >= warp_tiles)) {
       next_k();
+      pair_sync();
+      pair_sync();
       continue;
     }
 
