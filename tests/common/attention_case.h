@@ -58,6 +58,7 @@ struct AttnCase {
   // rounding steps would otherwise exceed the max-abs bound of the comparison).
   float v_scale = 1.f;
   bool strided = false;   // q/k/v/o rows padded and lse transposed, to exercise strides
+  bool v_strided_apart = false;  // V rows padded 8 elements more than K's: K and V strided apart
   int q_tail_rows = 0;    // ragged q: rows past cu_seqlens_q[B] that belong to no sequence
   bool invalid_page_padding = false;  // page_table entries past the used pages are -1
   uint64_t seed = 1;
@@ -89,6 +90,7 @@ struct AttnCase {
     if (qk_scale != 1) os << " qk*" << qk_scale;
     if (v_scale != 1) os << " v*" << v_scale;
     if (strided) os << " strided";
+    if (v_strided_apart) os << " v-strided-apart";
     os << " seed=" << seed;
     return os.str();
   }
@@ -303,7 +305,7 @@ inline AttnData make_attn_data(const AttnCase& c) {
   k_shape.push_back(c.dqk);
   v_shape.push_back(c.dv);
   d.k = make(k_shape);
-  d.v = make(v_shape);
+  d.v = c.v_strided_apart ? padded_rows(c.dtype, v_shape, pad + 8) : make(v_shape);
 
   testkit::fill_normal(d.q.buf, rng, 0.f, c.qk_scale);
   testkit::fill_normal(d.k.buf, rng, 0.f, c.qk_scale);

@@ -162,6 +162,25 @@ TEST(PortableDecodeKernel, EightWarpTile) {
     }
 }
 
+// Paged KV with V's rows strided apart from K's: the kernel forms V's offsets on their own instead
+// of reusing K's (KvOperand::same_strides), on both tiles (1 and 3 splits).
+TEST(PortableDecodeKernel, PagedKvStridedApart) {
+  uint64_t seed = 2500;
+  for (int ps : {1, 16})
+    for (int splits : {1, 3}) {
+      AttnCase c = gqa_decode_case(2, 1, 1, ++seed);
+      c.seqlens_k = {777, 1500};
+      c.kv = KvKind::kPaged;
+      c.page_size = ps;
+      c.v_strided_apart = true;
+      c.num_splits = splits;
+      SCOPED_TRACE(c.str());
+      GpuRun r = run_on_gpu(c);
+      EXPECT_TRUE(has(r.plan.kernel, "_decode16")) << r.plan.kernel;
+      expect_gpu_matches(r);
+    }
+}
+
 // The planner reads K/V evict-first in L2 (decode_l2_stream) where a call may read at most 8 x L2
 // of it: every decode case of this suite does, so the kernels above ran with that policy
 // (checked here on the plain and the generic variant, contiguous and paged), and the plan names

@@ -301,12 +301,17 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     if constexpr (kKStep) k_step = (kThreads / kKC) * p.kv.k_row_stride;
     if constexpr (kVStep) v_step = (kThreads / kVC) * p.kv.v_row_stride;
   }
-  // Paged KV: the raw page-table entry of each of this thread's chunks of block n, K's then
-  // (when they cover other rows) V's. Loaded an iteration before locate_block uses them, so the
-  // read's latency never delays the copies. Threads of a warp mostly read the same entries.
+  // Paged KV: for each of this thread's chunks of block n, K's then (when they cover other rows)
+  // V's, the raw page-table entry and the row within the page (-1: past the sequence end). Read
+  // an iteration before locate_block uses them, so the read's latency never delays the copies.
+  // Threads of a warp mostly read the same entries.
   constexpr bool kSameRows = kKC == kVC;
   constexpr int kPgPer = kSameRows ? kKPer : kKPer + kVPer;
-  auto fetch_pages = [&](int n_block, int(&pg)[kPgPer]) {
+  struct PageRefs {
+    int entry[kPgPer], row[kPgPer];
+  };
+  const int32_t* const pt_seq = p.kv.page_table + b * p.kv.pt_batch_stride;  // paged only
+  auto fetch_pages = [&](int n_block, PageRefs& pr) {
     const int j0 = n_block * kBlockN;
 #pragma unroll
     for (int i = 0; i < kPgPer; ++i) {
@@ -314,12 +319,22 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       const int kc = is_k ? kKC : kVC;
       const int c = tid + (is_k ? i : i - kKPer) * kThreads;
       const int j = j0 + c / kc;
-      pg[i] = c < kBlockN * kc && j < sk ? p.kv.page_entry(b, p.kv.page_size.div(j)) : 0;
+      pr.entry[i] = 0;
+      pr.row[i] = -1;
+      if (c < kBlockN * kc && j < sk) {
+        int pi;
+        p.kv.page_size.divmod(j, pi, pr.row[i]);
+        pr.entry[i] = __ldg(pt_seq + pi * p.kv.pt_col_stride);
+      }
     }
   };
-  // Element offsets of this thread's chunks for block n (-1: past the sequence end); pg_in: the
-  // block's page-table entries (paged only).
-  auto locate_block = [&](int n_block, const int(&pg_in)[kPgPer], int64_t(&k_off)[kKPer],
+  // Paged: the head's offset within a page row; with K and V strided alike (KvOperand::
+  // same_strides), one offset serves both.
+  const int64_t k_head_off = int64_t{hk} * p.kv.k_head_stride;
+  const int64_t v_head_off = int64_t{hk} * p.kv.v_head_stride;
+  // Element offsets of this thread's chunks for block n (-1: past the sequence end); pr: the
+  // block's page references (paged only).
+  auto locate_block = [&](int n_block, const PageRefs& pr, int64_t(&k_off)[kKPer],
                           int64_t(&v_off)[kVPer]) {
     const int j0 = n_block * kBlockN;
     if (!paged) {
@@ -338,34 +353,33 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       }
       return;
     }
-    // Paged: the page-table entries were fetched an iteration earlier (fetch_pages).
+    // Paged: the page references were fetched an iteration earlier (fetch_pages). The address
+    // arithmetic here was most of the paged kernel's extra instructions (ncu, H200, b64 x 8k page
+    // 16: 339 M against 219 M contiguous), which bound it to ~3.3 TB/s.
 #pragma unroll
     for (int i = 0; i < kKPer; ++i) {
-      const int c = tid + i * kThreads;
-      const int j = j0 + c / kKC, col = (c % kKC) * 8;
+      const int col = ((tid + i * kThreads) % kKC) * 8;
       k_off[i] = -1;
       if constexpr (kSameRows) v_off[i] = -1;
-      if (c < kBlockN * kKC && j < sk) {
-        const int r = j - p.kv.page_size.div(j) * p.kv.page_size.d;
-        const int64_t pg = p.kv.clamp_page(pg_in[i]);
-        k_off[i] = pg * p.kv.k_outer_stride + int64_t{hk} * p.kv.k_head_stride +
-                   int64_t{r} * p.kv.k_row_stride + col;
+      if (pr.row[i] >= 0) {
+        const int64_t pg = p.kv.clamp_page(pr.entry[i]);
+        const int64_t r = pr.row[i];
+        k_off[i] = pg * p.kv.k_outer_stride + r * p.kv.k_row_stride + k_head_off + col;
         if constexpr (kSameRows)
-          v_off[i] = pg * p.kv.v_outer_stride + int64_t{hk} * p.kv.v_head_stride +
-                     int64_t{r} * p.kv.v_row_stride + col;
+          v_off[i] = p.kv.same_strides
+                         ? k_off[i]
+                         : pg * p.kv.v_outer_stride + r * p.kv.v_row_stride + v_head_off + col;
       }
     }
     if constexpr (!kSameRows) {
 #pragma unroll
       for (int i = 0; i < kVPer; ++i) {
-        const int c = tid + i * kThreads;
-        const int j = j0 + c / kVC, col = (c % kVC) * 8;
+        const int col = ((tid + i * kThreads) % kVC) * 8;
         v_off[i] = -1;
-        if (c < kBlockN * kVC && j < sk) {
-          const int r = j - p.kv.page_size.div(j) * p.kv.page_size.d;
-          const int64_t pg = p.kv.clamp_page(pg_in[kKPer + i]);
-          v_off[i] = pg * p.kv.v_outer_stride + int64_t{hk} * p.kv.v_head_stride +
-                     int64_t{r} * p.kv.v_row_stride + col;
+        if (pr.row[kKPer + i] >= 0) {
+          const int64_t pg = p.kv.clamp_page(pr.entry[kKPer + i]);
+          v_off[i] = pg * p.kv.v_outer_stride + int64_t{pr.row[kKPer + i]} * p.kv.v_row_stride +
+                     v_head_off + col;
         }
       }
     }
@@ -394,21 +408,21 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     }
   };
 
-  // pg_next: the page-table entries of the next block to locate (paged only).
-  int pg_next[kPgPer];
+  // pg_next: the page references of the next block to locate (paged only).
+  PageRefs pg_next;
 #pragma unroll
-  for (int i = 0; i < kPgPer; ++i) pg_next[i] = 0;
+  for (int i = 0; i < kPgPer; ++i) pg_next.entry[i] = pg_next.row[i] = 0;
   {
     // Every stage is filled here, not kStages - 1 of them as the loop keeps in flight later: all
     // stages are free before the first compute, and a split of at most kStages blocks (batch 1 x
     // 1k keys: two) then costs one DRAM round trip instead of two. All page-table reads of the
     // prologue (and the first refill's) first, so that they overlap instead of each one delaying
     // its stage's copies.
-    int pg[kStages][kPgPer];
+    PageRefs pg[kStages];
 #pragma unroll
     for (int s = 0; s < kStages; ++s)
 #pragma unroll
-      for (int i = 0; i < kPgPer; ++i) pg[s][i] = 0;
+      for (int i = 0; i < kPgPer; ++i) pg[s].entry[i] = pg[s].row[i] = 0;
     if (paged) {
 #pragma unroll
       for (int s = 0; s < kStages; ++s)

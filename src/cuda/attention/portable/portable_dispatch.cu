@@ -151,6 +151,8 @@ FwdParams make_params(const AttentionArgs& a, const AttnProblem& prob) {
   kv.v_outer_stride = kr ? 0 : a.v.stride[0];
   kv.v_row_stride = kr ? a.v.stride[0] : a.v.stride[1];
   kv.v_head_stride = a.v.stride_of(-2);
+  kv.same_strides = kv.k_outer_stride == kv.v_outer_stride && kv.k_row_stride == kv.v_row_stride &&
+                    kv.k_head_stride == kv.v_head_stride;
   switch (prob.kv) {
     case KvLayout::kContiguous:
       kv.kind = gpu::KvKind::kContiguous;
