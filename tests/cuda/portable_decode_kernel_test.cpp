@@ -178,6 +178,18 @@ TEST(PortableDecodeKernel, PagedKvStridedApart) {
       GpuRun r = run_on_gpu(c);
       EXPECT_TRUE(has(r.plan.kernel, "_decode16")) << r.plan.kernel;
       expect_gpu_matches(r);
+      if (ps != 16 || splits != 1) continue;
+      // A page stride of 2^31 elements does not fit the kernel's 32-bit page arithmetic: the plan
+      // says so (views of the same small buffer; planning reads no data), and the plan above is
+      // refused for those arguments.
+      AttentionArgs big = r.dev.args();
+      TensorView& k = big.k;
+      k.stride[0] = int64_t{1} << 31;
+      AttentionPlan plan;
+      const Status st = plan_attention(big, portable_opts(), &plan);
+      EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+      EXPECT_TRUE(has(st.message(), "2^31")) << st.message();
+      EXPECT_EQ(attention_forward(big, portable_opts(), &r.plan).code(), StatusCode::kInvalidArgument);
     }
 }
 

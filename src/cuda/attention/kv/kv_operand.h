@@ -24,7 +24,6 @@ struct KvOperand {
   const void* v = nullptr;
   int64_t k_outer_stride = 0, k_row_stride = 0, k_head_stride = 0;
   int64_t v_outer_stride = 0, v_row_stride = 0, v_head_stride = 0;
-  bool same_strides = false;  // K and V have the same three strides (one offset serves both)
   KvKind kind = KvKind::kContiguous;
   int k_rows = 0;  // contiguous: Sk; ragged: total_k; paged: max_pages * page_size (a length bound)
 

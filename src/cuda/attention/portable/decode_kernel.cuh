@@ -328,10 +328,19 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       }
     }
   };
-  // Paged: the head's offset within a page row; with K and V strided alike (KvOperand::
-  // same_strides), one offset serves both.
-  const int64_t k_head_off = int64_t{hk} * p.kv.k_head_stride;
-  const int64_t v_head_off = int64_t{hk} * p.kv.v_head_stride;
+  // Paged: offsets within a page in 32 bits, and one wide multiply-add of the page onto them. The
+  // plan checks that every K / V stride and in-page offset fits (paged_offsets_fit_32,
+  // portable_dispatch.cu).
+  // In 64 bits this arithmetic made the paged kernel execute 55% more instructions than the
+  // contiguous one (ncu, H200, b64 x 8k page 16: 339 M against 219 M), which bound it to ~3.3 TB/s.
+  auto paged_offset = [&](int entry, int row, int col, int64_t outer, int64_t row_stride,
+                          int64_t head_stride) -> int64_t {
+    const uint32_t in_page = static_cast<uint32_t>(row) * static_cast<uint32_t>(row_stride) +
+                             static_cast<uint32_t>(hk) * static_cast<uint32_t>(head_stride) +
+                             static_cast<uint32_t>(col);
+    const uint32_t page = static_cast<uint32_t>(p.kv.clamp_page(entry));
+    return static_cast<int64_t>(uint64_t{page} * static_cast<uint32_t>(outer) + in_page);
+  };
   // Element offsets of this thread's chunks for block n (-1: past the sequence end); pr: the
   // block's page references (paged only).
   auto locate_block = [&](int n_block, const PageRefs& pr, int64_t(&k_off)[kKPer],
@@ -353,34 +362,28 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       }
       return;
     }
-    // Paged: the page references were fetched an iteration earlier (fetch_pages). The address
-    // arithmetic here was most of the paged kernel's extra instructions (ncu, H200, b64 x 8k page
-    // 16: 339 M against 219 M contiguous), which bound it to ~3.3 TB/s.
+    // Paged: the page references were fetched an iteration earlier (fetch_pages).
+    const KvOperand& kv = p.kv;
 #pragma unroll
     for (int i = 0; i < kKPer; ++i) {
       const int col = ((tid + i * kThreads) % kKC) * 8;
-      k_off[i] = -1;
-      if constexpr (kSameRows) v_off[i] = -1;
-      if (pr.row[i] >= 0) {
-        const int64_t pg = p.kv.clamp_page(pr.entry[i]);
-        const int64_t r = pr.row[i];
-        k_off[i] = pg * p.kv.k_outer_stride + r * p.kv.k_row_stride + k_head_off + col;
-        if constexpr (kSameRows)
-          v_off[i] = p.kv.same_strides
-                         ? k_off[i]
-                         : pg * p.kv.v_outer_stride + r * p.kv.v_row_stride + v_head_off + col;
-      }
+      const bool ok = pr.row[i] >= 0;
+      k_off[i] = ok ? paged_offset(pr.entry[i], pr.row[i], col, kv.k_outer_stride, kv.k_row_stride,
+                                   kv.k_head_stride)
+                    : -1;
+      if constexpr (kSameRows)
+        v_off[i] = ok ? paged_offset(pr.entry[i], pr.row[i], col, kv.v_outer_stride,
+                                     kv.v_row_stride, kv.v_head_stride)
+                      : -1;
     }
     if constexpr (!kSameRows) {
 #pragma unroll
       for (int i = 0; i < kVPer; ++i) {
         const int col = ((tid + i * kThreads) % kVC) * 8;
-        v_off[i] = -1;
-        if (pr.row[kKPer + i] >= 0) {
-          const int64_t pg = p.kv.clamp_page(pr.entry[kKPer + i]);
-          v_off[i] = pg * p.kv.v_outer_stride + int64_t{pr.row[kKPer + i]} * p.kv.v_row_stride +
-                     v_head_off + col;
-        }
+        v_off[i] = pr.row[kKPer + i] >= 0
+                       ? paged_offset(pr.entry[kKPer + i], pr.row[kKPer + i], col,
+                                      kv.v_outer_stride, kv.v_row_stride, kv.v_head_stride)
+                       : -1;
       }
     }
   };

@@ -127,6 +127,20 @@ int64_t kv_bytes_bound(const AttnProblem& prob) {
   return rows * prob.hkv * (prob.dqk + prob.dv) * 2;  // bf16 / fp16
 }
 
+// The decode kernel forms paged K / V offsets within a page in 32 bits and multiplies the page
+// index by a 32-bit page stride (decode_kernel.cuh): every stride, and the offset of a page's last
+// element, must stay below 2^31 elements (a page of at most 4 GB).
+bool paged_offsets_fit_32(const AttentionArgs& a, const AttnProblem& prob) {
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  auto fits = [&](const TensorView& t, int d) {
+    const int64_t outer = t.stride[0], row = t.stride[1], head = t.stride_of(-2);
+    if (outer < 0 || row < 0 || head < 0 || outer >= kLimit) return false;
+    const int64_t last = (prob.page_size() - 1) * row + (prob.hkv - 1) * head + d;
+    return last < kLimit;
+  };
+  return fits(a.k, prob.dqk) && fits(a.v, prob.dv);
+}
+
 // The decode kernel's arrival counters, one per (sequence, KV head), after the partials.
 size_t decode_counter_bytes(const AttnProblem& prob, bool decode) {
   return decode ? static_cast<size_t>(prob.batch) * prob.hkv * sizeof(unsigned) : 0;
@@ -151,8 +165,6 @@ FwdParams make_params(const AttentionArgs& a, const AttnProblem& prob) {
   kv.v_outer_stride = kr ? 0 : a.v.stride[0];
   kv.v_row_stride = kr ? a.v.stride[0] : a.v.stride[1];
   kv.v_head_stride = a.v.stride_of(-2);
-  kv.same_strides = kv.k_outer_stride == kv.v_outer_stride && kv.k_row_stride == kv.v_row_stride &&
-                    kv.k_head_stride == kv.v_head_stride;
   switch (prob.kv) {
     case KvLayout::kContiguous:
       kv.kind = gpu::KvKind::kContiguous;
@@ -240,6 +252,10 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   in.sm_count = dev.sm_count;
   in.requested_splits = args.num_splits;
   int splits = 0;
+  if (v->decode_rows > 0 && prob.kv == KvLayout::kPaged && !paged_offsets_fit_32(args, prob))
+    return Status::Unsupported(
+        "portable CUDA decode: paged K / V strides and in-page offsets must stay below 2^31 "
+        "elements");
   if (v->decode_rows > 0) {
     DecodePlanInput d;
     d.batch = prob.batch;
@@ -282,6 +298,9 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
                            std::to_string(v->decode_rows) +
                            " query rows per KV head, these arguments have " +
                            std::to_string(decode_rows(prob)));
+  if (v->decode_rows > 0 && prob.kv == KvLayout::kPaged && !paged_offsets_fit_32(args, prob))
+    return Status::Invalid("plan (kernel '" + plan.kernel +
+                           "'): paged K / V strides too large for the decode kernel");
   const int splits = std::max(plan.num_splits, 1);
   if (v->decode_rows == 0 && splits > 1 && int64_t{prob.hkv} * splits > gpu::kMaxGridYZ)
     return Status::Invalid("plan num_splits too large for these kv heads");
