@@ -189,7 +189,8 @@ TEST(PortableDecodeKernel, PagedKvStridedApart) {
       const Status st = plan_attention(big, portable_opts(), &plan);
       EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
       EXPECT_TRUE(has(st.message(), "2^31")) << st.message();
-      EXPECT_EQ(attention_forward(big, portable_opts(), &r.plan).code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(attention_forward(big, portable_opts(), &r.plan).code(),
+                StatusCode::kInvalidArgument);
     }
 }
 

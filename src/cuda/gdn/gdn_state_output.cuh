@@ -39,11 +39,13 @@ constexpr int kSoBarPartial = 1;  // state warps: v_new partials written (256 th
 constexpr int kSoBarVnew = 2;     // v_new handed to the output warps (256 arrive + 128 wait)
 constexpr int kSoBarVt = 3;       // state warps: every quarter of v~ written (256 threads)
 
+// Non-aligned forms: the warps that meet at a named barrier reach it from different
+// instructions, which bar.sync / bar.arrive (aligned) leave undefined in PTX.
 __device__ __forceinline__ void named_bar_sync(int id, int count) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 __device__ __forceinline__ void named_bar_arrive(int id, int count) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+  asm volatile("barrier.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
 template <typename T>

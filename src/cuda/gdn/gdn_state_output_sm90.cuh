@@ -212,8 +212,11 @@ constexpr int kBarS = 1;  // S of the chunk published (both consumer warpgroups)
 constexpr int kBarV = 2;  // ṽ and v_new written; WG1 done with Q S
 constexpr int kConsumerThreads = 256;
 
+// The non-aligned form: the warpgroups that meet at a named barrier reach it from different
+// instructions, which bar.sync (aligned) leaves undefined in PTX (compute-sanitizer synccheck:
+// "divergent threads in block").
 CUTE_DEVICE void bar_sync(int id, int count) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
 // The accumulator fragments here are ((2, 2, N/8), MMA_M, 1), compact: element

@@ -328,11 +328,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       }
     }
   };
-  // Paged: offsets within a page in 32 bits, and one wide multiply-add of the page onto them. The
-  // plan checks that every K / V stride and in-page offset fits (paged_offsets_fit_32,
-  // portable_dispatch.cu).
-  // In 64 bits this arithmetic made the paged kernel execute 55% more instructions than the
-  // contiguous one (ncu, H200, b64 x 8k page 16: 339 M against 219 M), which bound it to ~3.3 TB/s.
+  // Paged: offsets within a page in 32 bits, and one wide multiply-add of the page onto them (the
+  // plan checks that every K / V stride and in-page offset fits: paged_offsets_fit_32,
+  // portable_dispatch.cu). In 64 bits this arithmetic made the paged kernel execute 55% more
+  // instructions than the contiguous one (ncu, H200, b64 x 8k page 16: 339 M against 219 M; now
+  // 302 M), which held it near 3.3 TB/s.
   auto paged_offset = [&](int entry, int row, int col, int64_t outer, int64_t row_stride,
                           int64_t head_stride) -> int64_t {
     const uint32_t in_page = static_cast<uint32_t>(row) * static_cast<uint32_t>(row_stride) +

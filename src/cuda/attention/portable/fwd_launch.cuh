@@ -105,7 +105,8 @@ template <int kDqk, int kDv, class Mask, class Mod>
 constexpr int prefill_smem_bytes() {
   using Short = typename ShortMaskedTile<kDqk, kDv, Mask, Mod>::type;
   int bytes = TileFor<kDqk, kDv, Mask, Mod>::kSmemBytes;
-  if constexpr (!std::is_void_v<Short>) bytes = bytes > Short::kSmemBytes ? bytes : Short::kSmemBytes;
+  if constexpr (!std::is_void_v<Short>)
+    bytes = bytes > Short::kSmemBytes ? bytes : Short::kSmemBytes;
   return bytes;
 }
 
@@ -180,7 +181,7 @@ Status launch_portable_fwd_variant(const FwdParams& p, void* stream) {
   namespace attnkit::gpu {                                                                         \
   ATTNKIT_PORTABLE_FWD_CHECK_BLOCKS(DQK, DV, MASK, MOD, false)                                     \
   ATTNKIT_PORTABLE_FWD_CHECK_BLOCKS(DQK, DV, MASK, MOD, true)                                      \
-  Status ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)(const FwdParams& p, void* stream) {  \
+  Status ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE)(const FwdParams& p, void* stream) { \
     return launch_portable_fwd_variant<DQK, DV, ATTNKIT_PORTABLE_CTYPE_##DT, MASK, MOD, false>(   \
         p, stream);                                                                                \
   }                                                                                                \

@@ -274,7 +274,8 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   const bool l2stream =
       v->decode_rows > 0 && decode_l2_stream(kv_bytes_bound(prob), dev.l2_bytes);
   plan->kernel = std::string(v->name) + (l2stream ? kL2StreamSuffix : "") +
-                 (compact ? kCompactSuffix : "") + (splits <= 1 ? "" : v->decode_rows > 0 ? "+split_merge" : "+split_combine");
+                 (compact ? kCompactSuffix : "") +
+                 (splits <= 1 ? "" : v->decode_rows > 0 ? "+split_merge" : "+split_combine");
   plan->num_splits = splits;
   plan->workspace_bytes =
       split_workspace(prob, splits, decode_counter_bytes(prob, v->decode_rows > 0)).bytes;
