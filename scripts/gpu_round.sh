@@ -6,6 +6,8 @@
 #   info    nvidia-smi -L and `attnkit info`
 #   test    ctest, GPU tests included
 #   edge    attnkit check --edge-shapes (GPU backends against the CPU reference)
+#   sanitize  scripts/sanitize.sh: compute-sanitizer memcheck / racecheck / synccheck on small
+#           cases of every kernel family
 #   bench   bench/compare.py: attnkit bench and the anchors (cuDNN, FA2, fla) in the same run
 #   stages  bench/gdn_bench: Gated DeltaNet per stage (chunk output and decode against the bytes
 #           they move) and a device copy as the bandwidth ceiling
@@ -15,21 +17,22 @@
 # The last lines printed are a summary table. Exit status: non-zero if any phase failed.
 #
 # Environment:
-#   GPU_ROUND_PHASES   phases to run (default: "wheels build info test edge bench stages
-#                      accuracy"); a round that must fit a short time slot can be split, e.g.
+#   GPU_ROUND_PHASES   phases to run (default: "wheels build info test edge sanitize bench
+#                      stages accuracy"); a round that must fit a short time slot can be split, e.g.
 #                      "wheels build" then "test edge bench"
 #   GPU_ROUND_SHAPES   shape sets for the bench phase (default: "default"; all: "default fa3 decode gdn")
 #   GPU_ROUND_BACKEND  attnkit bench --backend for the bench phase (default: auto), e.g.
 #                      cuda-portable to time the portable kernels next to the anchors of the same run
 #   GPU_ROUND_ARCHS    CUDA architectures (default: 90a)
 #   GPU_ROUND_JOBS     build jobs (default: 16)
-#   GPU_ROUND_TEST_TIMEOUT / _EDGE_TIMEOUT / _BENCH_TIMEOUT / _BUILD_TIMEOUT   seconds per phase
+#   GPU_ROUND_TEST_TIMEOUT / _EDGE_TIMEOUT / _SANITIZE_TIMEOUT / _BENCH_TIMEOUT / _BUILD_TIMEOUT
+#                      seconds per phase
 #   OUT                if set, the summary, comparison tables/JSON and a tarball of all logs go there
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
 
-PHASES=${GPU_ROUND_PHASES:-"wheels build info test edge bench stages accuracy"}
+PHASES=${GPU_ROUND_PHASES:-"wheels build info test edge sanitize bench stages accuracy"}
 SHAPES=${GPU_ROUND_SHAPES:-default}
 BUILD_DIR=build-gpu
 LOGS=$ROOT/out/gpu_round
@@ -77,6 +80,7 @@ phase_note() {
     info) grep -m1 -E '^GPU 0|^device:' "$log" | cut -c1-100 ;;
     test) grep -m1 -E 'tests passed|tests failed' "$log" ;;
     edge) grep -m1 -E '^edge shapes: [0-9]+ passed' "$log" ;;
+    sanitize) grep -m1 -E '^sanitize:' "$log" ;;
     bench) grep -m1 -E '^failed steps:' "$log" || echo "tables: compare.md" ;;
     stages) grep -m1 -E '^copy' "$log" | tr -s ' ' ;;
     accuracy) grep -E '^[A-Za-z0-9_]+: attnkit o rel_l2' "$log" | tail -n1 ;;
@@ -121,6 +125,14 @@ if want edge; then
     phase edge "${GPU_ROUND_EDGE_TIMEOUT:-300}" "$BIN" check --edge-shapes
   else
     skip edge "attnkit not built"
+  fi
+fi
+
+if want sanitize; then
+  if [ -x "$BIN" ]; then
+    phase sanitize "${GPU_ROUND_SANITIZE_TIMEOUT:-900}" scripts/sanitize.sh "$BIN"
+  else
+    skip sanitize "attnkit not built"
   fi
 fi
 
