@@ -36,11 +36,16 @@ struct GpuRun {
   AttentionPlan plan;
 };
 
+// Makes the plan a GPU run uses (plan_attention's for the run's options when none is given).
+using PlanMaker = std::function<Status(const AttnData& dev, AttentionPlan* plan)>;
+
 // Builds the case, runs the CPU reference on the host copy and the portable kernels on a device
 // copy (outputs poisoned in both), and checks that the GPU run succeeded. prepare_inputs, if set,
-// edits the host inputs before the device copy is made (e.g. NaN in cache slots no key uses).
+// edits the host inputs before the device copy is made (e.g. NaN in cache slots no key uses);
+// make_plan, if set, plans instead of plan_attention.
 inline GpuRun run_on_gpu(const AttnCase& c, ExecOptions opts = portable_opts(),
-                         const std::function<void(AttnData&)>& prepare_inputs = nullptr) {
+                         const std::function<void(AttnData&)>& prepare_inputs = nullptr,
+                         const PlanMaker& make_plan = nullptr) {
   GpuRun r;
   r.host = make_attn_data(c);
   if (prepare_inputs) prepare_inputs(r.host);
@@ -50,7 +55,8 @@ inline GpuRun run_on_gpu(const AttnCase& c, ExecOptions opts = portable_opts(),
   cpu.backend = Backend::kCPU;
   const Status cs = attention_forward(r.host.args(), cpu);
   EXPECT_TRUE(cs.ok()) << "cpu reference: " << cs.message();
-  const Status ps = plan_attention(r.dev.args(), opts, &r.plan);
+  const Status ps =
+      make_plan ? make_plan(r.dev, &r.plan) : plan_attention(r.dev.args(), opts, &r.plan);
   EXPECT_TRUE(ps.ok()) << "plan: " << ps.message();
   if (!ps.ok()) return r;
   const Status st = attention_forward(r.dev.args(), opts, &r.plan);

@@ -15,41 +15,25 @@ namespace {
 constexpr int kSm89SmemPerBlock = 99 * 1024;  // cudaDevAttrMaxSharedMemoryPerBlockOptin there
 
 // The plan a 99 KB device would get for `d`'s arguments.
-AttentionPlan plan_for_99k_device(const AttnData& d) {
+Status plan_for_99k_device(const AttnData& d, AttentionPlan* plan) {
   detail::AttnProblem prob;
-  const Status vs = detail::validate_attention(d.args(), portable_opts(), &prob);
-  EXPECT_TRUE(vs.ok()) << vs.message();
+  ATTNKIT_RETURN_IF_ERROR(detail::validate_attention(d.args(), portable_opts(), &prob));
   detail::CudaDeviceInfo dev;
-  const Status ds = detail::cuda_device_info(prob.device.index, &dev);
-  EXPECT_TRUE(ds.ok()) << ds.message();
+  ATTNKIT_RETURN_IF_ERROR(detail::cuda_device_info(prob.device.index, &dev));
   dev.smem_per_block_optin = kSm89SmemPerBlock;
-  AttentionPlan plan;
-  const Status ps = detail::portable_attention_plan(d.args(), prob, dev, &plan);
-  EXPECT_TRUE(ps.ok()) << ps.message();
-  return plan;
+  return detail::portable_attention_plan(d.args(), prob, dev, plan);
 }
 
 bool has_compact_suffix(const AttentionPlan& plan) {
   return plan.kernel.find("+smem99k") != std::string::npos;
 }
 
-// Runs `c` on the plan for a 99 KB device; returns that plan.
+// Runs `c` on the plan for a 99 KB device against the CPU reference; returns that plan.
 AttentionPlan check_compact(AttnCase c, int num_splits) {
   c.num_splits = num_splits;
   SCOPED_TRACE(c.str());
-  GpuRun r;
-  r.host = make_attn_data(c);
-  r.dev = r.host.to(cuda());
-  r.dev.poison_outputs();
-  ExecOptions cpu;
-  cpu.backend = Backend::kCPU;
-  const Status cs = attention_forward(r.host.args(), cpu);
-  EXPECT_TRUE(cs.ok()) << "cpu reference: " << cs.message();
-  r.plan = plan_for_99k_device(r.dev);
+  const GpuRun r = run_on_gpu(c, portable_opts(), nullptr, plan_for_99k_device);
   if (num_splits > 1) EXPECT_EQ(r.plan.num_splits, num_splits) << r.plan.kernel;
-  const Status st = attention_forward(r.dev.args(), portable_opts(), &r.plan);
-  EXPECT_TRUE(st.ok()) << "gpu: " << st.message();
-  testkit::cuda_synchronize();
   expect_gpu_matches(r);
   return r.plan;
 }
