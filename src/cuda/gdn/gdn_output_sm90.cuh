@@ -37,6 +37,7 @@
 
 #include "attnkit/status.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/named_barrier.cuh"
 #include "cuda/gdn/gdn_intra_sm90.cuh"
 
 namespace attnkit::gdn_cuda::sm90 {
@@ -245,7 +246,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) output_sm90_kernel(const __g
       if (len < kChunk) {  // uniform
         for (int x = tidx; x < (kChunk - len) * 128; x += Cfg::kConsumers) sV(x % 128, len + x / 128) = E(0.f);
         cutlass::arch::fence_view_async_shared();
-        bar_sync(kOutBarWG, Cfg::kConsumers);
+        gpu::named_barrier_sync(kOutBarWG, Cfg::kConsumers);
       }
 
       // O = Q h, issued now; P is built while it runs.

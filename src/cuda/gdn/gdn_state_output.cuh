@@ -27,6 +27,7 @@
 // written; v~ complete) and one through which the state warps hand v_new to the output warps.
 #pragma once
 
+#include "cuda/common/named_barrier.cuh"
 #include "cuda/gdn/gdn_device.cuh"
 #include "cuda/gdn/gdn_kernels.h"
 #include "cuda/gdn/gdn_state.cuh"
@@ -38,15 +39,6 @@ constexpr int kSoThreads = kSoStateThreads + 128;
 constexpr int kSoBarPartial = 1;  // state warps: v_new partials written (256 threads)
 constexpr int kSoBarVnew = 2;     // v_new handed to the output warps (256 arrive + 128 wait)
 constexpr int kSoBarVt = 3;       // state warps: every quarter of v~ written (256 threads)
-
-// Non-aligned forms: the warps that meet at a named barrier reach it from different
-// instructions, which bar.sync / bar.arrive (aligned) leave undefined in PTX.
-__device__ __forceinline__ void named_bar_sync(int id, int count) {
-  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
-__device__ __forceinline__ void named_bar_arrive(int id, int count) {
-  asm volatile("barrier.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
 
 template <typename T>
 struct StateOutSmem {
@@ -228,7 +220,7 @@ __global__ void __launch_bounds__(kSoThreads, 1) state_output_kernel(StateOutPar
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
         sm.part[vr][kq][nt][lane] = make_float4(VN[nt][0], VN[nt][1], VN[nt][2], VN[nt][3]);
-      named_bar_sync(kSoBarPartial, kSoStateThreads);
+      gpu::named_barrier_sync(kSoBarPartial, kSoStateThreads);
       // This warp's quarter: chunk-row tiles 2 kq and 2 kq + 1 (rows 16 kq .. + 15), the four key
       // quarters summed in a fixed order. Element e of tile nt: value row vw + g + 8 (e >> 1),
       // chunk row 8 nt + 2 t + (e & 1).
@@ -264,8 +256,8 @@ __global__ void __launch_bounds__(kSoThreads, 1) state_output_kernel(StateOutPar
           *reinterpret_cast<uint32_t*>(&sm.vT[at]) = pack2(from_f<T>(vn[2 * h]), from_f<T>(vn[2 * h + 1]));
         }
       }
-      named_bar_arrive(kSoBarVnew, kSoThreads);
-      named_bar_sync(kSoBarVt, kSoStateThreads);
+      gpu::named_barrier_arrive(kSoBarVnew, kSoThreads);
+      gpu::named_barrier_sync(kSoBarVt, kSoStateThreads);
 
       // State update: S^T = exp(g_last) S^T + v~^T K over the chunk rows (k dim), this warp's keys (n).
       const float decay = __expf(glast);
@@ -316,7 +308,7 @@ __global__ void __launch_bounds__(kSoThreads, 1) state_output_kernel(StateOutPar
         O[q][2] *= e0;
         O[q][3] *= e1;
       }
-      named_bar_sync(kSoBarVnew, kSoThreads);  // v_new^T is in sm.vT
+      gpu::named_barrier_sync(kSoBarVnew, kSoThreads);  // v_new^T is in sm.vT
       // + v_new^T P^T (P zero right of the diagonal): chunk rows 16 ks .. of v_new^T as the k dim.
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {

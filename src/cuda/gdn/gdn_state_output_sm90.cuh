@@ -56,6 +56,7 @@
 
 #include "attnkit/status.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/named_barrier.cuh"
 #include "cuda/gdn/gdn_device.cuh"
 #include "cuda/gdn/gdn_kernels.h"
 
@@ -211,13 +212,6 @@ CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
 constexpr int kBarS = 1;  // S of the chunk published (both consumer warpgroups)
 constexpr int kBarV = 2;  // ṽ and v_new written; WG1 done with Q S
 constexpr int kConsumerThreads = 256;
-
-// The non-aligned form: the warpgroups that meet at a named barrier reach it from different
-// instructions, which bar.sync (aligned) leaves undefined in PTX (compute-sanitizer synccheck:
-// "divergent threads in block").
-CUTE_DEVICE void bar_sync(int id, int count) {
-  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
 
 // The accumulator fragments here are ((2, 2, N/8), MMA_M, 1), compact: element
 // e + 4 blk + 32 m holds column 8 blk + 2 t + (e & 1) of row block m. Columns c and c + 32 (the hi
@@ -417,7 +411,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int ci = 0; ci < nchunks; ++ci) {
         const int s = ci % kStages;
         const int len = chunk_len(ci);
-        bar_sync(kBarS, kConsumerThreads);
+        gpu::named_barrier_sync(kBarS, kConsumerThreads);
         FullBar::wait(&ss.full[s], (ci / kStages) & 1);
 
         // VN = W S_hi over the 128 keys.
@@ -466,7 +460,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           for (int x = tidx; x < (kChunk - len) * 128; x += 128) sKt(x % 128, len + x / 128) = E(0.f);
         }
         cutlass::arch::fence_view_async_shared();
-        bar_sync(kBarV, kConsumerThreads);
+        gpu::named_barrier_sync(kBarV, kConsumerThreads);
 
         // S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo].
         const float decay = __expf(glast);
@@ -523,7 +517,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int ci = 0; ci < nchunks; ++ci) {
         const int s = ci % kStages;
         const int len = chunk_len(ci);
-        bar_sync(kBarS, kConsumerThreads);
+        gpu::named_barrier_sync(kBarS, kConsumerThreads);
         FullBar::wait(&ss.full[s], (ci / kStages) & 1);
         Tensor tA = thr_o.partition_fragment_A(make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayRowsD{}));
         warpgroup_fence_operand(accO);
@@ -539,7 +533,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         warpgroup_commit_batch();
         warpgroup_wait<0>();
         warpgroup_fence_operand(accO);
-        bar_sync(kBarV, kConsumerThreads);
+        gpu::named_barrier_sync(kBarV, kConsumerThreads);
 
         Tensor tAp = thr_pv.partition_fragment_A(make_tensor(make_smem_ptr(ss.p[s].data()), typename Cfg::LayP{}));
         warpgroup_fence_operand(accPV);

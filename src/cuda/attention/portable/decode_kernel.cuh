@@ -310,7 +310,6 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   struct PageRefs {
     int entry[kPgPer], row[kPgPer];
   };
-  const int32_t* const pt_seq = p.kv.page_table + b * p.kv.pt_batch_stride;  // paged only
   auto fetch_pages = [&](int n_block, PageRefs& pr) {
     const int j0 = n_block * kBlockN;
 #pragma unroll
@@ -324,7 +323,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       if (c < kBlockN * kc && j < sk) {
         int pi;
         p.kv.page_size.divmod(j, pi, pr.row[i]);
-        pr.entry[i] = __ldg(pt_seq + pi * p.kv.pt_col_stride);
+        pr.entry[i] = p.kv.page_entry(b, pi);
       }
     }
   };
