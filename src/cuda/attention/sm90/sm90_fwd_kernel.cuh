@@ -156,8 +156,13 @@ struct FwdConfig {
       AtomK{}, make_shape(Int<kBlockM>{}, Int<kHeadDim>{}, Int<kQStages>{})));
   using SmemLayoutK = decltype(tile_to_shape(
       AtomK{}, make_shape(Int<kBlockN>{}, Int<kHeadDim>{}, Int<kStages>{})));
+  // Vᵀ's atoms (64 head-dim columns x 8 keys) are stacked along the keys first, so that each
+  // 64-column slab of a stage is one TMA box (64 x BlockN): stacked along the head dim first, a box
+  // could span only one atom's 8 keys, and the producer issued 32 TMA loads per V tile at d128
+  // (ncu, H100, session 13), against 2 for K. WGMMA reads either order (the slab stride is the
+  // descriptor's leading byte offset).
   using SmemLayoutVt = decltype(tile_to_shape(
-      AtomVt{}, make_shape(Int<kHeadDimV>{}, Int<kBlockN>{}, Int<kStages>{})));
+      AtomVt{}, make_shape(Int<kHeadDimV>{}, Int<kBlockN>{}, Int<kStages>{}), Step<_2, _1, _3>{}));
 
   // Warpgroups stacked along M: thread t of the consumers works on rows 64*(t/128)..+63.
   using TiledMmaS = decltype(make_tiled_mma(
