@@ -82,8 +82,10 @@ struct SoCfg {
   static_assert(kProducerRegs + kStateRegs + kOutputRegs <= 3 * 168);
   // (row, key) tiles, keys contiguous: W and Q, the K-major A operands of W S and Q S.
   using LayRowsD = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _128>{}));
-  // Kᵀ as (key, row), keys contiguous: the MN-major A operand of Kᵀ ṽ.
-  using LayKt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_128, _64>{}));
+  // Kᵀ as (key, row), keys contiguous: the MN-major A operand of Kᵀ ṽ. Atoms (64 keys x 8 rows)
+  // stacked along the rows first, so that a 64-key slab is one TMA box (stacked along the keys
+  // first, a box spans 8 rows: 16 TMA loads per tile).
+  using LayKt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_128, _64>{}, Step<_2, _1>{}));
   // P (i, j), j contiguous: K-major A of P v_new.
   using LayP = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _64>{}));
   // The CTA's U slice (row, value), read by the VN epilogue only.
