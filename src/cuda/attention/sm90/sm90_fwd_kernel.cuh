@@ -382,6 +382,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     Tensor tQs = tma_q.partition_D(sQ);  // (TMA, _, _, Q buffer)
     Tensor tKs = tma_k.partition_D(sK);  // (TMA, _, _, stage)
     Tensor tVs = tma_v.partition_D(sVt);
+    // One TMA box per slab of a swizzle atom's width (64 columns at 16 bits, SmemLayoutVt): a
+    // layout that cuts a stage into smaller boxes (32 per V tile once, 6-12% slower) fails here.
+    // A partition's first mode is ((box), boxes per stage).
+    static_assert(decltype(size<0, 1>(tKs))::value == kD / decltype(size<1>(typename Cfg::AtomK{}))::value &&
+                      decltype(size<0, 1>(tVs))::value ==
+                          kDv / decltype(size<0>(typename Cfg::AtomVt{}))::value,
+                  "a K or V stage takes more TMA boxes than one per swizzle-atom slab");
 
     PipelineState st = cutlass::make_producer_start_state<Pipeline>();
     PipelineState st_v = cutlass::make_producer_start_state<Pipeline>();  // kKvLookahead only
