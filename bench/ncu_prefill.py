@@ -11,10 +11,9 @@ one differ, clocks (power) or memory state made the difference.
 
 A shape is "b<batch> s<seqlen> h<heads> d<head dim> full|causal" (an FA3 row's name); the attnkit
 row is picked from `attnkit bench --shapes fa3` by that text. For each shape DIR gets the two
-reports' raw metric pages as CSV (ncu --page raw; with --sass also attnkit's
-per-instruction page), and the table lists for each side: duration,
-SM clock, issue slots busy, tensor pipe busy, DRAM throughput and the top stall reasons (warp
-cycles per issued instruction).
+reports (.ncu-rep) and their raw metric pages as CSV (ncu --page raw; with --sass also attnkit's
+per-instruction page). The table lists for each side: duration, SM clock, issue slots busy, tensor
+pipe busy, DRAM busy and the top stall reasons (warp cycles per issued instruction).
 """
 import argparse
 import csv
