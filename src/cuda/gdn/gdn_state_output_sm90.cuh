@@ -1,12 +1,15 @@
 // Stages 4 and 5 fused on Hopper (sm_90a): the sequential state pass with the chunk output, on
 // WGMMA with TMA loads (kernel and launcher; state_output_sm90.cu dispatches). Same math as
-// gdn_state_output.cuh (the mma.sync version, which other GPUs run); precision differs in two
-// places: the output uses S to ~16 bits (hi + lo) instead of S rounded to 16 bits, and W S uses S
-// rounded to 16 bits (S_hi) instead of hi + lo. The second halves the chain's first product, which
-// sits on the sequential critical path: bench/gdn_chain_probe measured a transposed version of the
-// chain at 1.35 us per chunk step with hi + lo there and 0.91 us with S_hi alone, for a relative
-// error of the state after 1024 steps of 1.9e-4 instead of 2.6e-6 (H100); the update's ṽ keeps its
-// lo halves (without them: 1.7e-3).
+// gdn_state_output.cuh (the mma.sync version, which other GPUs run) but for one place: both
+// products with S, W S and the output's Q S, take S rounded to 16 bits (S_hi) instead of hi + lo.
+// - W S sits on the sequential critical path: bench/gdn_chain_probe measured a transposed version
+//   of the chain at 1.35 us per chunk step with hi + lo there and 0.91 us with S_hi alone, for a
+//   relative error of the state after 1024 steps of 1.9e-4 instead of 2.6e-6 (H100); the update's
+//   ṽ keeps its lo halves (without them: 1.7e-3).
+// - Q S with S_lo too cost a second store per S pair on the chain and 8 more WGMMAs a chunk in
+//   WG1: without it the kernel went from 340 to 305 us at T = 16k and the forward ran 1.05x faster,
+//   while o's relative L2 against the fp32 recurrence stayed 2.9e-3 (bench/RESULTS.md, 2026-11-27
+//   session 14).
 //
 // One CTA per (sequence, value head, 32-column slice of V), three warpgroups; the CTAs of a
 // (sequence, value head) may form a cluster that shares the q/k-head tiles through TMA multicast.
@@ -22,10 +25,10 @@
 //       memory), v_new = U - VN;
 //     ṽ = diag(exp(g_last - g)) v_new, stored as [ṽ_hi | ṽ_lo] (v_new itself in 16 bits, for WG1);
 //     S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo] (M = 128 keys: 2 x 4 WGMMAs, A = Kᵀ MN-major);
-//     S_hi and S_lo of the new state published for the next chunk.
+//     S_hi of the new state published for the next chunk.
 //   No cross-warp reduction: each WGMMA spans the warpgroup. The epilogues are on the critical
 //   path, so they use shared-window offsets computed once and 16-bit pairs.
-// - WG1, output: O = scale (diag(exp(g)) (Q S_hi + Q S_lo) + P v_new), the first products while
+// - WG1, output: O = scale (diag(exp(g)) Q S_hi + P v_new), the first product while
 //   WG0 computes VN, the last while WG0 updates S; rows < len are stored from registers.
 // Hand-offs: named barrier kBarS (S of chunk c published; WG1 done with chunk c - 1) and kBarV
 // (ṽ and v_new written; WG1 done with Q S of chunk c), both warpgroups syncing once per chunk,
@@ -33,8 +36,9 @@
 // 2026-11-25): WG1 rebuilding P from the Q and Kᵀ tiles (one more m64n64 product and 32 exp per
 // thread per chunk; the intra stage then skips Q and P) with S and v_new double-buffered in the
 // freed ring space, so that the chain could run a chunk ahead: this kernel 381 -> 447 us at 16k,
-// the intra stage 332 -> 308 us. Double buffers with P still loaded do not fit three stages
-// (231 KB) unless U leaves the ring.
+// the intra stage 332 -> 308 us. Also slower (2026-11-27, session 14): v_new double-buffered and
+// the hand-offs as arrive / sync pairs (each warpgroup waiting only for the data it reads): 0.994x
+// with the output on S_hi + S_lo, 0.99x against this kernel with both on S_hi.
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
 // the tensor's end): W, Q, P, U and g rows only reach rows that are never stored or are selected
 // away; Kᵀ columns past len are zeroed in shared memory before the update, since they multiply
@@ -92,7 +96,7 @@ struct SoCfg {
   using LayU = decltype(tile_to_shape(GMMA::Layout_K_SW64_Atom<E>{}, Shape<_64, _32>{}));
   // Gates of 4 heads (the 16-byte aligned group holding this one) x 64 rows.
   using LayG = Layout<Shape<_4, _64>>;
-  // S_hi and S_lo, each as (value, key), values contiguous: MN-major B of W S_hi and Q S.
+  // S_hi as (value, key), values contiguous: MN-major B of W S_hi and Q S_hi.
   using LayS = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _128>{}));
   // [ṽ_hi | ṽ_lo] as (value', row): MN-major B of Kᵀ ṽ.
   using LayVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_64, _64>{}));
@@ -140,8 +144,7 @@ struct SoSmem {
   cute::array_aligned<E, 64 * 128, 1024> kt[S];
   cute::array_aligned<E, 64 * 128, 1024> q[S];
   cute::array_aligned<E, 64 * 64, 1024> p[S];
-  cute::array_aligned<E, 32 * 128, 1024> s_hi;  // S as 16-bit hi halves ...
-  cute::array_aligned<E, 32 * 128, 1024> s_lo;  // ... and the lo halves (S = hi + lo to ~16 bits)
+  cute::array_aligned<E, 32 * 128, 1024> s_hi;  // S rounded to 16 bits
   cute::array_aligned<E, 64 * 64, 1024> vt;   // [ṽ_hi | ṽ_lo]
   cute::array_aligned<E, 32 * 64, 1024> u[S];
   cute::array_aligned<E, 32 * 64, 1024> vn;
@@ -337,7 +340,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     __syncwarp();
   } else {
     Tensor sShi = make_tensor(make_smem_ptr(ss.s_hi.data()), typename Cfg::LayS{});
-    Tensor sSlo = make_tensor(make_smem_ptr(ss.s_lo.data()), typename Cfg::LayS{});
     Tensor sVt = make_tensor(make_smem_ptr(ss.vt.data()), typename Cfg::LayVt{});
     Tensor sVn = make_tensor(make_smem_ptr(ss.vn.data()), typename Cfg::LayVn{});
 
@@ -370,12 +372,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // Column pairs: pair q of a 64-wide accumulator is elements (2q, 2q + 1) of row block q / 8
       // (columns c, c + 1 < 32); elements + 16 hold columns + 32 (the lo part).
       auto pair_elem = [](int q) { return 2 * (q & 7) + 32 * (q >> 3); };
-      // Shared-window addresses, once: the S pair (c, key) for the 16 state pairs (the same offset
-      // in the hi and the lo tile), and for the 8 VN pairs ṽ_hi (c, row), v_new (c, row), U (row,
-      // c). ṽ's lo halves sit 32 values on, which in its 128-byte swizzled MN-major tile is byte
-      // offset ^ 64.
+      // Shared-window addresses, once: the S pair (c, key) for the 16 state pairs, and for the 8
+      // VN pairs ṽ_hi (c, row), v_new (c, row), U (row, c). ṽ's lo halves sit 32 values on, which
+      // in its 128-byte swizzled MN-major tile is byte offset ^ 64.
       const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
-      const uint32_t s_lo_base = cute::cast_smem_ptr_to_uint(ss.s_lo.data());
       const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vt.data());
       const uint32_t vn_base = cute::cast_smem_ptr_to_uint(ss.vn.data());
       uint32_t s_off[16], vt_off[8], vn_off[8], u_off[8];
@@ -401,10 +401,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         CUTE_UNROLL
         for (int q = 0; q < 16; ++q) {
           const int i = pair_elem(q);
-          uint32_t hi, lo;
-          split_pair<E>(accS(i) + accS(i + 16), accS(i + 1) + accS(i + 17), &hi, &lo);
-          sts32(s_hi_base + s_off[q], hi);
-          sts32(s_lo_base + s_off[q], lo);
+          sts32(s_hi_base + s_off[q], pack2f<E>(accS(i) + accS(i + 16), accS(i + 1) + accS(i + 17)));
         }
         cutlass::arch::fence_view_async_shared();
       };
@@ -499,7 +496,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       auto thr_o = mma_o.get_thread_slice(tidx);
       auto thr_pv = mma_pv.get_thread_slice(tidx);
       Tensor tOrBhi = thr_o.partition_fragment_B(sShi);  // (MMA, 1, 8)
-      Tensor tOrBlo = thr_o.partition_fragment_B(sSlo);
       Tensor tPVrB = thr_pv.partition_fragment_B(sVn);  // (MMA, 1, 4)
       Tensor accO = partition_fragment_C(mma_o, Shape<_64, _32>{});
       Tensor accPV = partition_fragment_C(mma_pv, Shape<_64, _32>{});
@@ -530,8 +526,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           gemm(mma_o, tA(_, _, kb), tOrBhi(_, _, kb), accO);
           mma_o.accumulate_ = GMMA::ScaleOut::One;
         }
-        CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(tA); ++kb) gemm(mma_o, tA(_, _, kb), tOrBlo(_, _, kb), accO);
         warpgroup_commit_batch();
         warpgroup_wait<0>();
         warpgroup_fence_operand(accO);
@@ -550,7 +544,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         warpgroup_wait<0>();
         warpgroup_fence_operand(accPV);
 
-        // O(row, c) = scale (exp(g) (Q S_hi + Q S_lo) + P v_new); element i of accPV and of accO
+        // O(row, c) = scale (exp(g) Q S_hi + P v_new); element i of accPV and of accO
         // hold the same (row, column).
         const float* gs = ss.g[s].data();
         const float ex_a = p.scale * __expf(gs[4 * row_a + g_col]);
