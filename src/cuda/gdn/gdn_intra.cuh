@@ -99,13 +99,9 @@ __device__ __forceinline__ void half_store(float* dst, int ld, const float (&d)[
 // full 16 x 16 products in a row on one warp while five warps waited at the barrier); on H100 the
 // sm90 intra kernel went from 406.6 to 389.5 us under ncu and the forward at T = 16k from 0.708 to
 // 0.693 ms (same-call A/B).
-//
-// In two parts, so that a kernel can give warps 4-7 other work while warps 0-3 invert the diagonal
-// blocks: invert_diag_blocks (warps 0-3 only, no barrier) then invert_off_diag (all eight warps,
-// from a block-wide barrier on).
-__device__ __forceinline__ void invert_diag_blocks(const float* am, float* tm) {
+__device__ __forceinline__ void invert_unit_lower(const float* am, float* tm) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  {  // Diagonal block `warp`: lanes 0..15 each solve one column by substitution.
+  if (warp < 4) {  // Diagonal block `warp`: lanes 0..15 each solve one column by substitution.
     const int b0 = warp * 16, c = lane & 15;
     float x[16];
 #pragma unroll
@@ -120,9 +116,6 @@ __device__ __forceinline__ void invert_diag_blocks(const float* am, float* tm) {
       for (int i = 0; i < 16; ++i) tm[(b0 + i) * kLdI + b0 + c] = x[i];
     }
   }
-}
-__device__ __forceinline__ void invert_off_diag(const float* am, float* tm) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();
   auto A = [&](int i, int j) { return am + 16 * i * kLdA + 16 * j; };
   auto T = [&](int i, int j) { return tm + 16 * i * kLdI + 16 * j; };
@@ -162,10 +155,6 @@ __device__ __forceinline__ void invert_off_diag(const float* am, float* tm) {
     half_store(T(i, 0) + h8, kLdI, f, -1.f, lane);
   }
   __syncthreads();
-}
-__device__ __forceinline__ void invert_unit_lower(const float* am, float* tm) {
-  if (threadIdx.x < 128) invert_diag_blocks(am, tm);
-  invert_off_diag(am, tm);
 }
 
 // out = Tmat(64x64, hi/lo in smem) * X (64 x 128 in smem), written to rows < len of `dst`.

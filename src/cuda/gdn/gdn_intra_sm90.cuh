@@ -38,15 +38,12 @@
 
 #include "attnkit/status.h"
 #include "cuda/common/cuda_check.h"
-#include "cuda/common/named_barrier.cuh"
 #include "cuda/gdn/gdn_intra.cuh"
 #include "cuda/gdn/gdn_state_output_sm90.cuh"
 
 namespace attnkit::gdn_cuda::sm90 {
 
 using namespace cute;
-
-constexpr int kBarA = 1;  // WG0 alone: A written, before its warps invert A's diagonal blocks
 
 template <class E>
 struct IntraCfg {
@@ -249,16 +246,12 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
     GateRegs next_gates;
     if (j + 1 < p.group) next_gates = intra_gates_load(ip, c, hv + 1, tid);
     if (tid < kChunk) ss.cw[tid] = ss.bt[tid] * __expf(ss.gc[tid]);  // read after later barriers
-    // WG0 builds A and inverts its diagonal blocks while WG1 builds and stores P; the inverse's
-    // off-diagonal part then runs on both.
     if (wg == 0) {
       CUTE_UNROLL
       for (int i = 0; i < size(accX); ++i) {
         const int r = get<0>(cX(i)), k = get<1>(cX(i));
         ss.u.am[r * kLdA + k] = (r > k && r < len) ? ss.bt[r] * accX(i) * __expf(ss.gc[r] - ss.gc[k]) : 0.f;
       }
-      gpu::named_barrier_sync(kBarA, 128);
-      invert_diag_blocks(ss.u.am, ss.tm);
     } else {
       // P (i, j) = (Q K^T)(i, j) exp(g_i - g_j) on and below the diagonal, rows < len.
       const Tok& o = ip.p_out;
@@ -268,7 +261,8 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
         return k <= r ? accX(i) * __expf(ss.gc[r] - ss.gc[k]) : 0.f;
       });
     }
-    invert_off_diag(ss.u.am, ss.tm);  // starts and ends with a block-wide barrier
+    __syncthreads();
+    invert_unit_lower(ss.u.am, ss.tm);  // ends with a barrier
 
     Bar::wait(&ss.bar_v[slot], (j >> 1) & 1);
     Tensor sV = make_tensor(make_smem_ptr(ss.xv[slot].data()), LayRows{});
