@@ -7,9 +7,9 @@
 //   relative error of the state after 1024 steps of 1.9e-4 instead of 2.6e-6 (H100); the update's
 //   ṽ keeps its lo halves (without them: 1.7e-3).
 // - Q S with S_lo too cost a second store per S pair on the chain and 8 more WGMMAs a chunk in
-//   WG1: without it the kernel went from 340 to 305 us at T = 16k and the forward ran 1.05x faster,
-//   while o's relative L2 against the fp32 recurrence stayed 2.9e-3 (bench/RESULTS.md, 2026-11-27
-//   session 14).
+//   WG1: without it the kernel went from ~344 to ~302 us at T = 16k and the forward ran 1.055-1.075x
+//   faster (H100), while o's relative L2 against the fp32 recurrence stayed 2.9e-3 (bench/RESULTS.md,
+//   2026-11-27 session 14).
 //
 // One CTA per (sequence, value head, 32-column slice of V), three warpgroups; the CTAs of a
 // (sequence, value head) may form a cluster that shares the q/k-head tiles through TMA multicast.
@@ -38,7 +38,7 @@
 // freed ring space, so that the chain could run a chunk ahead: this kernel 381 -> 447 us at 16k,
 // the intra stage 332 -> 308 us. Also slower (2026-11-27, session 14): v_new double-buffered and
 // the hand-offs as arrive / sync pairs (each warpgroup waiting only for the data it reads): 0.994x
-// with the output on S_hi + S_lo, 0.99x against this kernel with both on S_hi.
+// with the output on S_hi + S_lo, 0.995x against this kernel with both on S_hi.
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
 // the tensor's end): W, Q, P, U and g rows only reach rows that are never stored or are selected
 // away; Kᵀ columns past len are zeroed in shared memory before the update, since they multiply
