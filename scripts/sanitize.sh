@@ -51,24 +51,22 @@ for run in "${runs[@]}"; do
   IFS='|' read -r tool mma args <<<"$run"
   label="$tool $args"
   [ "$mma" = 1 ] && label="$tool $args (ATTNKIT_GDN_NO_WGMMA=1)"
-  {
-    total=$((total + 1))
-    # shellcheck disable=SC2086
-    ATTNKIT_GDN_NO_WGMMA=$mma timeout 300 compute-sanitizer --tool "$tool" --print-limit 3 --error-exitcode 9 \
-      "$BIN" check $args > "$log" 2>&1
-    rc=$?
-    summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n1 | sed 's/^=* *//')
-    if [ "$rc" -eq 3 ]; then
-      skipped=$((skipped + 1))
-      echo "skip  $label (unsupported on this GPU)"
-    elif [ "$rc" -eq 0 ] && grep -q '^PASS' "$log" && ! grep -qE '[1-9][0-9]* (errors|hazards)' <<<"$summary"; then
-      clean=$((clean + 1))
-      echo "clean $label"
-    else
-      echo "FAIL  $label (exit $rc): ${summary:-no summary}"
-      grep -m3 -E 'Barrier error|Race reported|Invalid|error detected|FAIL' "$log" | sed 's/^/      /'
-    fi
-  }
+  total=$((total + 1))
+  # shellcheck disable=SC2086
+  ATTNKIT_GDN_NO_WGMMA=$mma timeout 300 compute-sanitizer --tool "$tool" --print-limit 3 --error-exitcode 9 \
+    "$BIN" check $args > "$log" 2>&1
+  rc=$?
+  summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n1 | sed 's/^=* *//')
+  if [ "$rc" -eq 3 ]; then
+    skipped=$((skipped + 1))
+    echo "skip  $label (unsupported on this GPU)"
+  elif [ "$rc" -eq 0 ] && grep -q '^PASS' "$log" && ! grep -qE '[1-9][0-9]* (errors|hazards)' <<<"$summary"; then
+    clean=$((clean + 1))
+    echo "clean $label"
+  else
+    echo "FAIL  $label (exit $rc): ${summary:-no summary}"
+    grep -m3 -E 'Barrier error|Race reported|Invalid|error detected|FAIL' "$log" | sed 's/^/      /'
+  fi
 done
 rm -f "$log"
 note=""
