@@ -23,14 +23,16 @@ constexpr int kLdA = kChunk + 4;   // fp32 A: the 8 rows a warp reads at once, a
                                    // stores, spread over the banks (at most 2-way on stores)
 constexpr int kLdI = kChunk + 4;   // fp32 T: 16-byte rows for float4 reads, rows r, r + 8 apart
 constexpr int kLdP = kChunk + 8;   // 16-bit 64 x 64
+// The inverse reads A and T rows 4 floats at a time: 16-byte rows (and 16-byte aligned arrays).
+static_assert(kLdA % 4 == 0 && kLdI % 4 == 0);
 
 template <typename T>
 struct IntraSmem {
   T ks[kChunk * kLdT];
   T vs[kChunk * kLdT];
-  float tm[kChunk * kLdI];  // T = (I + A)^-1; the upper off-diagonal blocks serve as scratch
+  alignas(16) float tm[kChunk * kLdI];  // T = (I + A)^-1; the upper off-diagonal blocks: scratch
   // A is dead once T is built: the hi/lo halves of the scaled T reuse its bytes.
-  union {
+  union alignas(16) {
     float am[kChunk * kLdA];
     struct {
       T thi[kChunk * kLdP];
@@ -68,14 +70,19 @@ __device__ __forceinline__ void half_mac(float (&d)[2][2], const float* x, int l
   const int lr = lane >> 2, lc = lane & 3;
   for (int kb = 0; kb < nk; ++kb) {
 #pragma unroll
-    for (int k = 0; k < 16; ++k) {
-      const int kk = kb * 16 + k;
-      const float x0 = x[lr * ldx + kk], x1 = x[(lr + 8) * ldx + kk];
-      const float2 yv = *reinterpret_cast<const float2*>(y + kk * ldy + 2 * lc);
-      d[0][0] = fmaf(x0, yv.x, d[0][0]);
-      d[0][1] = fmaf(x0, yv.y, d[0][1]);
-      d[1][0] = fmaf(x1, yv.x, d[1][0]);
-      d[1][1] = fmaf(x1, yv.y, d[1][1]);
+    for (int k4 = 0; k4 < 16; k4 += 4) {
+      // X's 4 consecutive k as one 16-byte load per row (8 rows 4 banks apart: no conflict).
+      const float4 xa = *reinterpret_cast<const float4*>(x + lr * ldx + kb * 16 + k4);
+      const float4 xb = *reinterpret_cast<const float4*>(x + (lr + 8) * ldx + kb * 16 + k4);
+      const float x0[4] = {xa.x, xa.y, xa.z, xa.w}, x1[4] = {xb.x, xb.y, xb.z, xb.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 yv = *reinterpret_cast<const float2*>(y + (kb * 16 + k4 + e) * ldy + 2 * lc);
+        d[0][0] = fmaf(x0[e], yv.x, d[0][0]);
+        d[0][1] = fmaf(x0[e], yv.y, d[0][1]);
+        d[1][0] = fmaf(x1[e], yv.x, d[1][0]);
+        d[1][1] = fmaf(x1[e], yv.y, d[1][1]);
+      }
     }
   }
 }
@@ -106,9 +113,16 @@ __device__ __forceinline__ void invert_unit_lower(const float* am, float* tm) {
     float x[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
+      // Row i's first i entries, 4 at a time (16-byte loads; every lane reads the same row).
+      float a[16];
+#pragma unroll
+      for (int j4 = 0; j4 < i; j4 += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(&am[(b0 + i) * kLdA + b0 + j4]);
+        a[j4] = v.x, a[j4 + 1] = v.y, a[j4 + 2] = v.z, a[j4 + 3] = v.w;
+      }
       float s = (i == c) ? 1.f : 0.f;
 #pragma unroll
-      for (int j = 0; j < i; ++j) s = fmaf(-am[(b0 + i) * kLdA + b0 + j], x[j], s);
+      for (int j = 0; j < i; ++j) s = fmaf(-a[j], x[j], s);
       x[i] = s;
     }
     if (lane < 16) {

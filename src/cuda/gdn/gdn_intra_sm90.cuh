@@ -246,11 +246,25 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
     GateRegs next_gates;
     if (j + 1 < p.group) next_gates = intra_gates_load(ip, c, hv + 1, tid);
     if (tid < kChunk) ss.cw[tid] = ss.bt[tid] * __expf(ss.gc[tid]);  // read after later barriers
+    // The gates of the thread's 2 rows and 16 columns, in registers: read per element, each would
+    // be loaded again after every store to A (the compiler cannot tell A from the gates).
+    // Element i of the accumulator is row acc_r0 + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 acc_t + (i & 1).
+    float g_row[2], g_col[16];
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) g_row[h] = ss.gc[acc_r0 + 8 * h];
+    CUTE_UNROLL
+    for (int x = 0; x < 16; ++x) g_col[x] = ss.gc[8 * (x >> 1) + 2 * acc_t + (x & 1)];
     if (wg == 0) {
+      // A (r, k) = beta_r (K K^T)(r, k) exp(g_r - g_k) below the diagonal, rows < len; column
+      // pairs as 8-byte stores.
+      const float b_row[2] = {ss.bt[acc_r0], ss.bt[acc_r0 + 8]};
       CUTE_UNROLL
-      for (int i = 0; i < size(accX); ++i) {
+      for (int i = 0; i < size(accX); i += 2) {
         const int r = get<0>(cX(i)), k = get<1>(cX(i));
-        ss.u.am[r * kLdA + k] = (r > k && r < len) ? ss.bt[r] * accX(i) * __expf(ss.gc[r] - ss.gc[k]) : 0.f;
+        const float b = r < len ? b_row[(i >> 1) & 1] : 0.f;
+        *reinterpret_cast<float2*>(&ss.u.am[r * kLdA + k]) = make_float2(
+            r > k ? b * accX(i) * __expf(g_row[(i >> 1) & 1] - g_col[2 * (i >> 2)]) : 0.f,
+            r > k + 1 ? b * accX(i + 1) * __expf(g_row[(i >> 1) & 1] - g_col[2 * (i >> 2) + 1]) : 0.f);
       }
     } else {
       // P (i, j) = (Q K^T)(i, j) exp(g_i - g_j) on and below the diagonal, rows < len.
@@ -258,7 +272,7 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
       E* const pb = static_cast<E*>(o.p) + c.batch * o.sb + c.row0 * o.st + int64_t{hv} * o.sh;
       store_rows64(pb, o.st, len, acc_r0, acc_t, [&](int i) {
         const int r = get<0>(cX(i)), k = get<1>(cX(i));
-        return k <= r ? accX(i) * __expf(ss.gc[r] - ss.gc[k]) : 0.f;
+        return k <= r ? accX(i) * __expf(g_row[(i >> 1) & 1] - g_col[2 * (i >> 2) + (i & 1)]) : 0.f;
       });
     }
     __syncthreads();
