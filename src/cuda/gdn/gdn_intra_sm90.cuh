@@ -81,6 +81,7 @@ struct IntraSmem90 {
   cute::array_aligned<E, 64 * 64, 1024> tw_hi, tw_lo;
   alignas(16) float tm[kChunk * kLdI];
   float gc[kChunk], bt[kChunk], cw[kChunk];
+  int len;  // the chunk's row count, read afresh in the value-head loop (see fresh_tid)
   alignas(8) uint64_t bar_kq;
   alignas(8) uint64_t bar_v[2];
 };
@@ -99,6 +100,18 @@ template <class E, class Tile>
 CUTE_DEVICE void zero_rows_past(Tile& t, int len) {
   for (int x = threadIdx.x; x < (kChunk - len) * 128; x += IntraCfg<E>::kThreads) t(len + x / 128, x % 128) = E(0.f);
 }
+
+// The thread's index, read afresh (volatile: never merged with an earlier read). The value-head
+// loop's registers are full: values derived from the thread index or the chunk (the accumulator
+// row and column, len) held across it were spilled, and their reloads missed L1 (2 x 99 KB of
+// shared memory leave it little): ~6% of the intra kernel's stall samples on H100. Derived afresh
+// from this and from shared memory, they cost a few integer instructions instead.
+CUTE_DEVICE int fresh_tid() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
+  return t;
+}
+CUTE_DEVICE int fresh_len(const int& len) { return *static_cast<const volatile int*>(&len); }
 
 // The CUDA 16-bit type of a CUTLASS one (gdn_device.cuh's helpers take the former).
 template <class E>
@@ -186,6 +199,7 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
     copy(tma.with(bar), t.partition_S(g), t.partition_D(make_tensor(make_smem_ptr(dst), LayRows{})));
   };
   if (tid == 0) {
+    ss.len = len;
     Bar::init(&ss.bar_kq, 1);
     Bar::init(&ss.bar_v[0], 1);
     Bar::init(&ss.bar_v[1], 1);
@@ -214,12 +228,8 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
   typename Cfg::MmaXK mma_xk;
   auto thr_xk = mma_xk.get_thread_slice(tidx);
   Tensor accX = partition_fragment_C(mma_xk, Shape<_64, _64>{});
-  Tensor cX = thr_xk.partition_C(make_identity_tensor(Shape<_64, _64>{}));
   check_acc_layout(accX);
   static_assert(decltype(size(accX))::value == 32);
-  // The thread's first accumulator row and its column pair within each 8-column block (the same
-  // in every m64n64 accumulator of the warpgroup).
-  const int acc_r0 = get<0>(cX(0)), acc_t = get<1>(cX(0)) / 2;
   wg_gemm(mma_xk, accX, thr_xk.partition_fragment_A(wg == 0 ? sK : sQ), thr_xk.partition_fragment_B(sK));
   __syncthreads();  // Q's tile is free for the second value head's V
 
@@ -237,6 +247,13 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
   for (int j = 0; j < p.group; ++j) {
     const int hv = hq * p.group + j;
     const int slot = j & 1;
+    // The thread's index, warpgroup, the chunk's len and the thread's accumulator coordinates,
+    // read afresh here and after each of the loop's long phases (see fresh_tid). acc_r0: the first
+    // accumulator row; acc_t: the column pair within each 8-column block (the same in every
+    // m64n64 accumulator of the warpgroup).
+    int tid = fresh_tid(), wg = tid / 128, len = fresh_len(ss.len);
+    auto cX = mma_xk.get_thread_slice(tid % 128).partition_C(make_identity_tensor(Shape<_64, _64>{}));
+    int acc_r0 = get<0>(cX(0)), acc_t = get<1>(cX(0)) / 2;
     if (tid == 0 && j + 1 < p.group) {  // the next value head's V, into the slot freed last
       Bar::arrive_and_expect_tx(&ss.bar_v[slot ^ 1], Cfg::kTileBytes);
       load(p.tma_v, ip.HV, hv + 1, ss.xv[slot ^ 1].data(), ss.bar_v[slot ^ 1]);
@@ -279,6 +296,7 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
     invert_unit_lower(ss.u.am, ss.tm);  // ends with a barrier
 
     Bar::wait(&ss.bar_v[slot], (j >> 1) & 1);
+    tid = fresh_tid(), wg = tid / 128, len = fresh_len(ss.len);
     Tensor sV = make_tensor(make_smem_ptr(ss.xv[slot].data()), LayRows{});
     if (len < kChunk) zero_rows_past<E>(sV, len);
     {
@@ -315,6 +333,8 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
 
     // Two 64-column halves (one accumulator live beside the raw product), each stored from
     // registers, rows < len.
+    tid = fresh_tid(), wg = tid / 128, len = fresh_len(ss.len);
+    acc_r0 = get<0>(cX(0)), acc_t = get<1>(cX(0)) / 2;
     E* const x_base = wg == 0 ? ss.xv[slot].data() : ss.k.data();
     const Tok& dst = wg == 0 ? ip.u : ip.w;
     E* const ob = static_cast<E*>(dst.p) + c.batch * dst.sb + c.row0 * dst.st + int64_t{hv} * dst.sh;
