@@ -38,7 +38,11 @@
 // freed ring space, so that the chain could run a chunk ahead: this kernel 381 -> 447 us at 16k,
 // the intra stage 332 -> 308 us. Also slower (2026-11-27, session 14): v_new double-buffered and
 // the hand-offs as arrive / sync pairs (each warpgroup waiting only for the data it reads): 0.994x
-// with the output on S_hi + S_lo, 0.995x against this kernel with both on S_hi.
+// with the output on S_hi + S_lo, 0.995x against this kernel with both on S_hi. Slower still
+// (session 15): a shorter chain, the next chunk's VN taken as exp(g_last) W' S + (W' Kᵀ) ṽ so that
+// VN, the X ṽ product and the update form one WGMMA batch a chunk, with WG1 building X = W' Kᵀ
+// a chunk ahead: this kernel 300 -> 423 us at 16k; the extra products and stores cost more than the
+// removed round trip (bench/RESULTS.md, 2026-11-27 session 15).
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
 // the tensor's end): W, Q, P, U and g rows only reach rows that are never stored or are selected
 // away; Kᵀ columns past len are zeroed in shared memory before the update, since they multiply
