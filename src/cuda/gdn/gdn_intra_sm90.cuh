@@ -22,8 +22,9 @@
 // either, read as (column, row), is exactly the MN-major 64 x 64 tile that T X needs as B.
 // Rows past a chunk's len hold the next sequence's rows (or TMA's zeros past the tensor): K and V
 // rows there are zeroed in shared memory (they meet zero coefficients of T, and 0 x NaN need not
-// be 0); Q rows there only reach P rows that are not stored; A and P are selected, not scaled,
-// to zero past len.
+// be 0); Q rows there only reach P rows that are not stored; P is selected, not scaled, to zero
+// past len. A's rows there are beta 0 times K K^T rows of zeroed K, times the decays of the last
+// valid row (gc repeats its cumsum): zero whenever the valid rows are finite.
 #pragma once
 
 #include <cuda_runtime.h>
