@@ -252,7 +252,9 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
     // read afresh here and after each of the loop's long phases (see fresh_tid). acc_r0: the first
     // accumulator row; acc_t: the column pair within each 8-column block (the same in every
     // m64n64 accumulator of the warpgroup).
-    int tid = fresh_tid(), wg = tid / 128, len = fresh_len(ss.len);
+    int tid, wg, len;
+    auto refresh = [&] { tid = fresh_tid(), wg = tid / 128, len = fresh_len(ss.len); };
+    refresh();
     auto cX = mma_xk.get_thread_slice(tid % 128).partition_C(make_identity_tensor(Shape<_64, _64>{}));
     int acc_r0 = get<0>(cX(0)), acc_t = get<1>(cX(0)) / 2;
     if (tid == 0 && j + 1 < p.group) {  // the next value head's V, into the slot freed last
@@ -297,7 +299,7 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
     invert_unit_lower(ss.u.am, ss.tm);  // ends with a barrier
 
     Bar::wait(&ss.bar_v[slot], (j >> 1) & 1);
-    tid = fresh_tid(), wg = tid / 128, len = fresh_len(ss.len);
+    refresh();
     Tensor sV = make_tensor(make_smem_ptr(ss.xv[slot].data()), LayRows{});
     if (len < kChunk) zero_rows_past<E>(sV, len);
     {
@@ -334,7 +336,7 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
 
     // Two 64-column halves (one accumulator live beside the raw product), each stored from
     // registers, rows < len.
-    tid = fresh_tid(), wg = tid / 128, len = fresh_len(ss.len);
+    refresh();
     acc_r0 = get<0>(cX(0)), acc_t = get<1>(cX(0)) / 2;
     E* const x_base = wg == 0 ? ss.xv[slot].data() : ss.k.data();
     const Tok& dst = wg == 0 ? ip.u : ip.w;
