@@ -237,7 +237,6 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 2) intra_sm90_kernel(co
   typename Cfg::MmaTX mma_tx;
   auto thr_tx = mma_tx.get_thread_slice(tidx);
   Tensor accY = partition_fragment_C(mma_tx, Shape<_64, _64>{});
-  Tensor cY = thr_tx.partition_C(make_identity_tensor(Shape<_64, _64>{}));
   check_acc_layout(accY);
   // WG0: U = T diag(beta) V; WG1: W = T diag(beta exp(g)) K.
   E* const t_hi = wg == 0 ? ss.u.tu.hi.data() : ss.tw_hi.data();
