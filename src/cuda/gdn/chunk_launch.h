@@ -20,8 +20,9 @@ ATTNKIT_GDN_DECLARE(fp16)
 Status launch_state_output_sm90_bf16(const StateOutParams&, const SeqLayout&, cudaStream_t);
 Status launch_state_output_sm90_fp16(const StateOutParams&, const SeqLayout&, cudaStream_t);
 // The whole forward's intra stage on WGMMA + TMA, one CTA per (chunk, q/k head)
-// (gdn_intra_sm90.cuh): sm_90a builds, sm_90 devices, only the forward's outputs (W, U, P, the
-// gate cumsum), q/k/v/W/U/P in one 16-bit dtype; other builds answer Unsupported.
+// (gdn_intra_sm90.cuh): sm_90a builds, sm_90 devices, only the outputs the sm90 state/output kernel
+// reads (the coefficients of U and W, P, the gate cumsum), all 16-bit in q's dtype; other builds
+// answer Unsupported.
 Status launch_intra_sm90_bf16(const IntraParams&, const SeqLayout&, int64_t max_chunks, cudaStream_t);
 Status launch_intra_sm90_fp16(const IntraParams&, const SeqLayout&, int64_t max_chunks, cudaStream_t);
 // The chunk-output stage op on WGMMA + TMA, a persistent grid of `sms` CTAs at most

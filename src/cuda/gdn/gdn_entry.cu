@@ -353,9 +353,11 @@ Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const 
   return run_output(p.dtype, op, call, p.device.index);
 }
 
-// The whole forward: [l2norm] -> fused cumsum/kkt/inverse/W/U/P -> fused state pass + output (the
-// WGMMA/TMA kernel on sm_90, gdn_state_output_sm90.cuh; the mma.sync one elsewhere), with 16-bit
-// W, U and P in scratch (fp32 gates and states); h and V_new never leave the chip.
+// The whole forward: [l2norm] -> fused cumsum/kkt/inverse/P and W/U -> fused state pass + output,
+// with 16-bit P and fp32 gates in scratch; h and V_new never leave the chip. On sm_90 (WGMMA/TMA,
+// gdn_state_output_sm90.cuh) the intra stage hands over the coefficients of U and W (T diag(beta)
+// and T diag(beta exp(g)), 64 columns each) and the state/output kernel builds them; elsewhere
+// (mma.sync) it hands over W and U (128 columns each), all in 16 bits.
 Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const ExecOptions& opts) {
   ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_chunk_forward"));
   ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_chunk_forward"));
@@ -374,8 +376,10 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   // gates as one aligned TMA box of 4 heads x 64 rows.
   const int64_t HVp = (p.HV + 3) / 4 * 4;
   const size_t gc_off = scratch.reserve(BT * HVp * sizeof(float));
-  const size_t w_off = scratch.reserve(BT * p.HV * D * e16);
-  const size_t u_off = scratch.reserve(BT * p.HV * D * e16);
+  const bool sm90 = use_sm90_state_output(p.device.index);
+  const size_t w_off = sm90 ? 0 : scratch.reserve(BT * p.HV * D * e16);
+  const size_t u_off = sm90 ? 0 : scratch.reserve(BT * p.HV * D * e16);
+  const size_t t_off = sm90 ? scratch.reserve(BT * p.HV * 2 * kGdnChunk * e16) : 0;
   const size_t p_off = scratch.reserve(BT * p.HV * kGdnChunk * e16);
   ATTNKIT_RETURN_IF_ERROR(call.ready());
 
@@ -403,13 +407,19 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   gcum.sh = 1;
   gcum.st = HVp;
   gcum.sb = p.T * HVp;
-  const Tok w = contiguous(w_off, p.HV, qdt), u = contiguous(u_off, p.HV, qdt);
   Tok pm;  // P = tril(Q K^T (.) Gamma), [B, T, HV, 64]
   pm.p = scratch.at<char>(p_off);
   pm.dt = qdt;
   pm.sh = kGdnChunk;
   pm.st = p.HV * kGdnChunk;
   pm.sb = p.T * pm.st;
+  Tok w, u, tu;
+  if (sm90) {
+    tu = contiguous(t_off, p.HV, qdt);  // [T diag(beta) | T diag(beta exp(g))]
+  } else {
+    w = contiguous(w_off, p.HV, qdt);
+    u = contiguous(u_off, p.HV, qdt);
+  }
 
   gdn_cuda::IntraParams ip;
   ip.k = k;
@@ -419,6 +429,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   ip.g_cum_out = gcum;
   ip.w = w;
   ip.u = u;
+  ip.t_out = tu;
   ip.q = q;
   ip.p_out = pm;
   ip.H = static_cast<int>(p.H);
@@ -430,6 +441,8 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   sp.k = k;
   sp.w = w;
   sp.u = u;
+  sp.tu = tu;
+  sp.v = ip.v;
   sp.pm = pm;
   sp.g_cum = gcum;
   sp.o = tok(a.o);

@@ -3,7 +3,9 @@
 // U = T diag(beta) V. K K^T and the W/U products run on tensor cores; the W/U products split the
 // fp32 T into hi + lo 16-bit halves so T keeps ~fp32 accuracy. For the whole forward it also
 // writes P = tril(Q K^T (.) Gamma), the chunk output's intra-chunk term, so the sequential fused
-// state/output kernel (gdn_state_output.cuh) only does the products that need the state.
+// state/output kernel (gdn_state_output.cuh) only does the products that need the state. With
+// t_out it writes W's and U's coefficients [T diag(beta) | T diag(beta exp(g))] instead, which the
+// sm90 state/output kernel builds W and U from (gdn_state_output_sm90.cuh).
 //
 // The inverse is blocked (16 x 16 blocks, all fp32 FMAs): warp b inverts the diagonal block
 // (I + A_bb) by substitution, then the off-diagonal blocks come from the 2 x 2 block-inverse rule
@@ -312,7 +314,7 @@ __global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(I
 
   intra_gates(p, c, hv, sm.gc, sm.bt);
   const bool need_wu = p.w.defined() || p.u.defined();
-  const bool need_a = p.a_inv_out.defined() || need_wu;
+  const bool need_a = p.a_inv_out.defined() || p.t_out.defined() || need_wu;
   if (!need_a) return;  // cumsum only (whole block leaves together: no barrier follows)
   load_tile(sm.ks, kLdT, p.k.p, p.k.dt, c.batch * p.k.sb + c.row0 * p.k.st + hq * p.k.sh, p.k.st,
             len, kChunk, kHead);
@@ -352,6 +354,16 @@ __global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(I
       for (int i = tid; i < len * kChunk; i += kIntraThreads) {
         const int r = i / kChunk, j = i % kChunk;
         st_any(a.p, a.dt, ab + r * a.st + j, j <= r ? sm.tm[r * kLdI + j] : 0.f);
+      }
+    }
+    if (p.t_out.defined()) {  // [T diag(beta) | T diag(beta exp(g))]
+      const Tok& a = p.t_out;
+      const int64_t ab = c.batch * a.sb + c.row0 * a.st + hv * a.sh;
+      for (int i = tid; i < len * kChunk; i += kIntraThreads) {
+        const int r = i / kChunk, j = i % kChunk;
+        const float t = j <= r ? sm.tm[r * kLdI + j] * sm.bt[j] : 0.f;
+        st_any(a.p, a.dt, ab + r * a.st + j, t);
+        st_any(a.p, a.dt, ab + r * a.st + kChunk + j, t * __expf(sm.gc[j]));
       }
     }
   }

@@ -11,12 +11,21 @@
 //   faster (H100), while o's relative L2 against the fp32 recurrence stayed 2.9e-3 (bench/RESULTS.md,
 //   2026-11-27 session 14).
 //
-// One CTA per (sequence, value head, 32-column slice of V), three warpgroups; the CTAs of a
+// One CTA per (sequence, value head, 32-column slice of V), four warpgroups; the CTAs of a
 // (sequence, value head) may form a cluster that shares the q/k-head tiles through TMA multicast.
-// - WG2, producer: one thread walks the sequence's chunks and issues the TMA loads of each chunk's
-//   W, Kᵀ, Q, P (whole tiles, each cluster CTA loading its share), the CTA's 64 x 32 slice of U
-//   and the chunk's gates into a kStages-deep ring (full barriers carry the transaction bytes;
-//   every consumer warp of the cluster releases a stage through its empty barriers).
+// - WG3, producer: one thread walks the sequence's chunks and issues the TMA loads of each chunk's
+//   U / W coefficients C = [T diag(beta) | T diag(beta exp(g))] (from the intra stage), Kᵀ, Q, P
+//   (whole tiles, each cluster CTA loading its share), the CTA's 64 x 32 slice of V and the
+//   chunk's gates into a kStages-deep ring (full barriers carry the transaction bytes; every
+//   consumer warp of the cluster releases a stage through its empty barriers).
+// - WG2, builder, one chunk ahead of WG0: U = T diag(beta) V (its 32 columns) and
+//   W = T diag(beta exp(g)) K, one WGMMA batch, stored in 16 bits into single W and U buffers once
+//   WG0 has read the previous chunk's (named barriers kBarWFree / kBarWReady). Building them here
+//   instead of in the intra stage halves what that stage writes (C is 256 bytes per row and
+//   value head, W and U were 512) and spares it V: at T = 16k (H100, bench/RESULTS.md
+//   2026-11-27 session 16) the intra stage went 285 -> 181 us and this kernel 300 -> 368 us, the
+//   forward 1.07x faster. The builder's batch issued one k-block at a time, or only once WG0 has
+//   issued its VN product, measured the same (1.00x).
 // - WG0, state: holds S (128 keys x 32 values) in fp32 WGMMA accumulators as two parts,
 //   S = Sa + Sb (columns 0-31 and 32-63 of a 128 x 64 accumulator): Sa accumulates the products
 //   with the hi halves of ṽ, Sb those with the lo halves, so one m64n64 WGMMA chain does both.
@@ -44,9 +53,10 @@
 // a chunk ahead: this kernel 300 -> 423 us at 16k; the extra products and stores cost more than the
 // removed round trip (bench/RESULTS.md, 2026-11-27 session 15).
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
-// the tensor's end): W, Q, P, U and g rows only reach rows that are never stored or are selected
-// away; Kᵀ columns past len are zeroed in shared memory before the update, since they multiply
-// ṽ rows that are 0 and 0 x NaN need not be 0.
+// the tensor's end): C, Q, P and g rows only reach rows that are never stored or are selected
+// away (C's rows < len are zero past the diagonal); the builder zeroes Kᵀ columns and V rows past
+// len in shared memory, since they meet zero coefficients and ṽ rows that are 0, and 0 x NaN need
+// not be 0.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -77,26 +87,28 @@ struct SoCfg {
   using Element = E;
   static constexpr int kStages = kStages_;
   // CTAs of one (sequence, value head) in a cluster: each loads 1/kCluster of the shared tiles
-  // (W, Kᵀ, Q, P) and multicasts it to all of them.
+  // (the U / W coefficients, Kᵀ, Q, P) and multicasts it to all of them.
   static constexpr int kCluster = kCluster_;
   static_assert(kCluster == 1 || kCluster == 2);
-  static constexpr int kThreads = 384;
-  // setmaxnreg budgets: the CTA starts with 168 registers per thread; the producer gives back
-  // what the state warpgroup (accumulators S 128 x 64 and VN 64 x 64) and the output warpgroup
-  // take: (168 - 40) x 128 >= (232 - 168) x 128 + (232 - 168) x 128.
-  static constexpr int kProducerRegs = 40;
+  static constexpr int kThreads = 512;
+  // setmaxnreg budgets: the CTA starts with 128 registers per thread; the producer and the output
+  // warpgroup (two 64 x 32 accumulators) give back what the state warpgroup (accumulators S
+  // 128 x 64 and VN 64 x 32) and the builder (W 64 x 128 and U 64 x 32) take beyond that.
+  static constexpr int kProducerRegs = 24;
   static constexpr int kStateRegs = 232;
-  static constexpr int kOutputRegs = 232;
-  static_assert(kProducerRegs + kStateRegs + kOutputRegs <= 3 * 168);
-  // (row, key) tiles, keys contiguous: W and Q, the K-major A operands of W S and Q S.
+  static constexpr int kOutputRegs = 104;
+  static constexpr int kBuilderRegs = 152;
+  static_assert(kProducerRegs + kStateRegs + kOutputRegs + kBuilderRegs <= 4 * 128);
+  // (row, key) tiles, keys contiguous: W (built) and Q, the K-major A operands of W S and Q S; and
+  // (row, j) the coefficients [T diag(beta) | T diag(beta exp(g))], whose two 64-column halves are
+  // each a LayP tile (the A operands of U and W).
   using LayRowsD = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _128>{}));
-  // Kᵀ as (key, row), keys contiguous: the MN-major A operand of Kᵀ ṽ. Atoms (64 keys x 8 rows)
-  // stacked along the rows first, so that a 64-key slab is one TMA box (stacked along the keys
-  // first, a box spans 8 rows: 16 TMA loads per tile).
+  // Kᵀ as (key, row), keys contiguous: the MN-major A operand of Kᵀ ṽ and the MN-major B of W. Atoms (64 keys x 8 rows) stacked along the rows first, so that a 64-key slab is one
+  // TMA box (stacked along the keys first, a box spans 8 rows: 16 TMA loads per tile).
   using LayKt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_128, _64>{}, Step<_2, _1>{}));
   // P (i, j), j contiguous: K-major A of P v_new.
   using LayP = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _64>{}));
-  // The CTA's U slice (row, value), read by the VN epilogue only.
+  // The CTA's 64 x 32 slices of V (loaded) and of U (built), as (row, value).
   using LayU = decltype(tile_to_shape(GMMA::Layout_K_SW64_Atom<E>{}, Shape<_64, _32>{}));
   // Gates of 4 heads (the 16-byte aligned group holding this one) x 64 rows.
   using LayG = Layout<Shape<_4, _64>>;
@@ -104,7 +116,7 @@ struct SoCfg {
   using LayS = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _128>{}));
   // [ṽ_hi | ṽ_lo] as (value', row): MN-major B of Kᵀ ṽ.
   using LayVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_64, _64>{}));
-  // v_new as (value, row): MN-major B of P v_new.
+  // v_new, and the V slice, as (value, row) (the bytes of LayU): MN-major B of P v_new and T' V.
   using LayVn = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _64>{}));
 
   using MmaRowsS = decltype(make_tiled_mma(
@@ -113,6 +125,9 @@ struct SoCfg {
       GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _64>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaKeys = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _64, _64>, GMMA::Major::MN, GMMA::Major::MN>()));
+  // The builder's W = T' K (U = T diag(beta) V is a MmaRows32 product).
+  using MmaW = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<E, E, float, Shape<_64, _128, _64>, GMMA::Major::K, GMMA::Major::MN>()));
 
   // Global tensors as TMA sees them: (rows, D, heads, batch) with D contiguous; Kᵀ as (D, rows,
   // heads, batch); gates (padded heads, rows, batch) with heads contiguous.
@@ -128,7 +143,7 @@ struct SoCfg {
 
   using SharedLoad = std::conditional_t<kCluster == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
   using TmaRows = decltype(make_tma_copy(SharedLoad{}, GRows<128>{}, LayRowsD{}, Int<kCluster>{}));
-  using TmaU = decltype(make_tma_copy(SM90_TMA_LOAD{}, GRows<128>{}, LayU{}));
+  using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GRows<128>{}, LayU{}));
   using TmaP = decltype(make_tma_copy(SharedLoad{}, GRows<64>{}, LayP{}, Int<kCluster>{}));
   using TmaKt = decltype(make_tma_copy(
       SharedLoad{}, make_tensor(make_gmem_ptr(static_cast<E const*>(nullptr)), ShapeT{}, StrideT{}), LayKt{},
@@ -144,23 +159,27 @@ template <class Cfg>
 struct SoSmem {
   using E = typename Cfg::Element;
   static constexpr int S = Cfg::kStages;
-  cute::array_aligned<E, 64 * 128, 1024> w[S];
+  // The ring: what the producer loads per chunk.
+  cute::array_aligned<E, 64 * 128, 1024> t[S];  // [T diag(beta) | T diag(beta exp(g))]
   cute::array_aligned<E, 64 * 128, 1024> kt[S];
   cute::array_aligned<E, 64 * 128, 1024> q[S];
   cute::array_aligned<E, 64 * 64, 1024> p[S];
+  cute::array_aligned<E, 32 * 64, 1024> v[S];  // the CTA's V slice
+  cute::array_aligned<float, 4 * 64, 128> g[S];
+  // Built on chip, one chunk ahead of the state warpgroup (one buffer each).
+  cute::array_aligned<E, 64 * 128, 1024> w;
+  cute::array_aligned<E, 32 * 64, 1024> u;
   cute::array_aligned<E, 32 * 128, 1024> s_hi;  // S rounded to 16 bits
   cute::array_aligned<E, 64 * 64, 1024> vt;   // [ṽ_hi | ṽ_lo]
-  cute::array_aligned<E, 32 * 64, 1024> u[S];
   cute::array_aligned<E, 32 * 64, 1024> vn;
-  cute::array_aligned<float, 4 * 64, 128> g[S];
   alignas(8) uint64_t full[S];
   alignas(8) uint64_t empty[S];
 };
 
 template <class Cfg>
 struct SoParams {
-  typename Cfg::TmaRows tma_w, tma_q;
-  typename Cfg::TmaU tma_u;
+  typename Cfg::TmaRows tma_q, tma_t;
+  typename Cfg::TmaV tma_v;
   typename Cfg::TmaP tma_p;
   typename Cfg::TmaKt tma_kt;
   typename Cfg::TmaG tma_g;
@@ -218,9 +237,13 @@ CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
   return cute::cast_smem_ptr_to_uint(p) - cute::cast_smem_ptr_to_uint(base);
 }
 
-constexpr int kBarS = 1;  // S of the chunk published (both consumer warpgroups)
-constexpr int kBarV = 2;  // ṽ and v_new written; WG1 done with Q S
-constexpr int kConsumerThreads = 256;
+constexpr int kBarS = 1;       // S of the chunk published (state and output warpgroups)
+constexpr int kBarV = 2;       // ṽ and v_new written; the output warpgroup done with Q S
+constexpr int kBarWReady = 3;  // W and U of the chunk built (builder -> state)
+constexpr int kBarWFree = 4;   // W and U of the chunk read (state -> builder)
+constexpr int kBarBuild = 5;   // the builder's own: rows past len zeroed
+constexpr int kConsumerThreads = 256;  // two warpgroups at each of the barriers above but the last
+constexpr int kConsumerWarps = 12;     // state, output and builder: each releases every stage
 
 // The accumulator fragments here are ((2, 2, N/8), MMA_M, 1), compact: element
 // e + 4 blk + 32 m holds column 8 blk + 2 t + (e & 1) of row block m. Columns c and c + 32 (the hi
@@ -232,6 +255,12 @@ CUTE_DEVICE void check_acc_layout(const Frag& f) {
                 "accumulator must be compact");
 }
 
+// Byte offset of (row, col) in a 64 x 128 16-bit tile (LayRowsD) of 1024-byte-aligned base: CuTe's
+// Layout_K_SW128_Atom tiled along the rows first, 8-row atoms whose 16-byte pieces XOR the row % 8
+// (checked against CuTe's layout on the host when written).
+CUTE_DEVICE uint32_t rows_d_off(int r, int c) {
+  return (c >> 6) * 8192 + r * 128 + ((((c >> 3) & 7) ^ (r & 7)) << 4) + (c & 7) * 2;
+}
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     state_output_sm90_kernel(const __grid_constant__ SoParams<Cfg> p) {
@@ -255,6 +284,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const int64_t left = s1 - (s0 + int64_t{ci} * kChunk);
     return static_cast<int>(left < kChunk ? left : kChunk);
   };
+  const int g_col = hv & 3;
 
   constexpr int kCluster = Cfg::kCluster;
   if (threadIdx.x == 0) {
@@ -262,7 +292,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       FullBar::init(&ss.full[s], 1);
       // Every consumer warp of every CTA in the cluster frees a stage: the producers write into
       // all of their smem.
-      EmptyBar::init(&ss.empty[s], kCluster * kConsumerThreads / 32);
+      EmptyBar::init(&ss.empty[s], kCluster * kConsumerWarps);
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -285,21 +315,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   };
 
-  if (wg == 2) {
+  if (wg == 3) {
     // ---------------- producer
     cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
     if (tidx == 0) {
       const int rank = kCluster == 1 ? 0 : static_cast<int>(cute::block_rank_in_cluster());
       const uint16_t mask = static_cast<uint16_t>((1u << kCluster) - 1);
-      Tensor mW = p.tma_w.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
+      Tensor mT = p.tma_t.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.rows, _128{}, p.H, p.batches));
-      Tensor mU = p.tma_u.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
+      Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
       Tensor mP = p.tma_p.get_tma_tensor(make_shape(p.rows, _64{}, p.HV, p.batches));
       Tensor mKt = p.tma_kt.get_tma_tensor(make_shape(_128{}, p.rows, p.H, p.batches));
       Tensor mG = p.tma_g.get_tma_tensor(make_shape(p.heads_g, p.rows, p.batches));
-      auto tw = p.tma_w.get_slice(rank);
+      auto tt = p.tma_t.get_slice(rank);
       auto tq = p.tma_q.get_slice(rank);
-      auto tu = p.tma_u.get_slice(0);
+      auto tv = p.tma_v.get_slice(0);
       auto tp = p.tma_p.get_slice(rank);
       auto tk = p.tma_kt.get_slice(rank);
       auto tg = p.tma_g.get_slice(0);
@@ -314,17 +344,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int row0 = static_cast<int>(s0 + int64_t{ci} * kChunk);
         uint64_t& bar = ss.full[s];
         FullBar::arrive_and_expect_tx(&bar, Cfg::kStageBytes);
-        Tensor sW = make_tensor(make_smem_ptr(ss.w[s].data()), typename Cfg::LayRowsD{});
+        Tensor sT = make_tensor(make_smem_ptr(ss.t[s].data()), typename Cfg::LayRowsD{});
         Tensor sQ = make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayRowsD{});
-        Tensor sU = make_tensor(make_smem_ptr(ss.u[s].data()), typename Cfg::LayU{});
+        Tensor sV = make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayU{});
         Tensor sP = make_tensor(make_smem_ptr(ss.p[s].data()), typename Cfg::LayP{});
         Tensor sKt = make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{});
         Tensor sG = make_tensor(make_smem_ptr(ss.g[s].data()), typename Cfg::LayG{});
-        Tensor gW = local_tile(domain_offset(make_coord(row0, _0{}), mW(_, _, hv, batch)), Shape<_64, _128>{},
+        Tensor gT = local_tile(domain_offset(make_coord(row0, _0{}), mT(_, _, hv, batch)), Shape<_64, _128>{},
                                make_coord(_0{}, _0{}));
         Tensor gQ = local_tile(domain_offset(make_coord(row0, _0{}), mQ(_, _, hq, batch)), Shape<_64, _128>{},
                                make_coord(_0{}, _0{}));
-        Tensor gU = local_tile(domain_offset(make_coord(row0, v0), mU(_, _, hv, batch)), Shape<_64, _32>{},
+        Tensor gV = local_tile(domain_offset(make_coord(row0, v0), mV(_, _, hv, batch)), Shape<_64, _32>{},
                                make_coord(_0{}, _0{}));
         Tensor gP = local_tile(domain_offset(make_coord(row0, _0{}), mP(_, _, hv, batch)), Shape<_64, _64>{},
                                make_coord(_0{}, _0{}));
@@ -332,16 +362,89 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                 make_coord(_0{}, _0{}));
         Tensor gG = local_tile(domain_offset(make_coord(hv & ~3, row0), mG(_, _, batch)), Shape<_4, _64>{},
                                make_coord(_0{}, _0{}));
-        // State-critical tiles first.
-        shared_copy(p.tma_w, bar, tw.partition_S(gW), tw.partition_D(sW));
-        copy(p.tma_u.with(bar), tu.partition_S(gU), tu.partition_D(sU));
-        copy(p.tma_g.with(bar), tg.partition_S(gG), tg.partition_D(sG));
+        // The builder's tiles first.
+        shared_copy(p.tma_t, bar, tt.partition_S(gT), tt.partition_D(sT));
         shared_copy(p.tma_kt, bar, tk.partition_S(gKt), tk.partition_D(sKt));
+        copy(p.tma_v.with(bar), tv.partition_S(gV), tv.partition_D(sV));
+        copy(p.tma_g.with(bar), tg.partition_S(gG), tg.partition_D(sG));
         shared_copy(p.tma_q, bar, tq.partition_S(gQ), tq.partition_D(sQ));
         shared_copy(p.tma_p, bar, tp.partition_S(gP), tp.partition_D(sP));
       }
     }
     __syncwarp();
+  } else if (wg == 2) {
+    // ---------------- builder: U and W of each chunk, one chunk ahead of the state warpgroup
+    cutlass::arch::warpgroup_reg_alloc<Cfg::kBuilderRegs>();
+    typename Cfg::MmaW mma_w;
+    typename Cfg::MmaRows32 mma_u;
+    auto thr_w = mma_w.get_thread_slice(tidx);
+    auto thr_u = mma_u.get_thread_slice(tidx);
+    Tensor accW = partition_fragment_C(mma_w, Shape<_64, _128>{});
+    Tensor accU = partition_fragment_C(mma_u, Shape<_64, _32>{});
+    check_acc_layout(accW);
+    check_acc_layout(accU);
+    static_assert(decltype(size(accW))::value == 64 && decltype(size(accU))::value == 16);
+    Tensor cW = thr_w.partition_C(make_identity_tensor(Shape<_64, _128>{}));
+    Tensor cU = thr_u.partition_C(make_identity_tensor(Shape<_64, _32>{}));
+    const uint32_t w_base = cute::cast_smem_ptr_to_uint(ss.w.data());
+    // U's pairs (row, c), (row, c + 1) by shared-window address.
+    uint32_t u_st[8];
+    {
+      Tensor sUo = make_tensor(make_smem_ptr(ss.u.data()), typename Cfg::LayU{});
+      const uint32_t u_base = cute::cast_smem_ptr_to_uint(ss.u.data());
+      CUTE_UNROLL
+      for (int q = 0; q < 8; ++q) u_st[q] = u_base + smem_off(&sUo(get<0>(cU(2 * q)), get<1>(cU(2 * q))), ss.u.data());
+    }
+
+    for (int ci = 0; ci < nchunks; ++ci) {
+      const int s = ci % kStages;
+      const int len = chunk_len(ci);
+      FullBar::wait(&ss.full[s], (ci / kStages) & 1);
+      Tensor sKt = make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{});
+      Tensor sV = make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayU{});
+      if (len < kChunk) {
+        // K and V rows past len: zeros (they meet zero coefficients, and 0 x NaN need not be 0).
+        // The state warpgroup's update reads this Kᵀ after kBarWReady.
+        for (int x = tidx; x < (kChunk - len) * 128; x += 128) sKt(x % 128, len + x / 128) = E(0.f);
+        for (int x = tidx; x < (kChunk - len) * 32; x += 128) sV(len + x / 32, x % 32) = E(0.f);
+        cutlass::arch::fence_view_async_shared();
+        gpu::named_barrier_sync(kBarBuild, 128);
+      }
+      // U = T diag(beta) V and W = T diag(beta exp(g)) K, one batch of WGMMAs.
+      Tensor tUrA = thr_u.partition_fragment_A(make_tensor(make_smem_ptr(ss.t[s].data()), typename Cfg::LayP{}));
+      Tensor tWrA = thr_w.partition_fragment_A(make_tensor(make_smem_ptr(ss.t[s].data() + 64 * 64), typename Cfg::LayP{}));
+      Tensor tUrB = thr_u.partition_fragment_B(make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayVn{}));
+      Tensor tWrB = thr_w.partition_fragment_B(sKt);
+      warpgroup_fence_operand(accU);
+      warpgroup_fence_operand(accW);
+      warpgroup_arrive();
+      mma_u.accumulate_ = GMMA::ScaleOut::Zero;
+      mma_w.accumulate_ = GMMA::ScaleOut::Zero;
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tUrA); ++kb) {
+        gemm(mma_u, tUrA(_, _, kb), tUrB(_, _, kb), accU);
+        gemm(mma_w, tWrA(_, _, kb), tWrB(_, _, kb), accW);
+        mma_u.accumulate_ = GMMA::ScaleOut::One;
+        mma_w.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(accU);
+      warpgroup_fence_operand(accW);
+      release(s);
+
+      // Into the single W / U buffers once the state warpgroup has read the previous chunk's.
+      if (ci > 0) gpu::named_barrier_sync(kBarWFree, kConsumerThreads);
+      CUTE_UNROLL
+      for (int q = 0; q < 8; ++q) sts32(u_st[q], pack2f<E>(accU(2 * q), accU(2 * q + 1)));
+      CUTE_UNROLL
+      for (int i = 0; i < size(accW); i += 2) {
+        const int r = get<0>(cW(i)), c = get<1>(cW(i));
+        sts32(w_base + rows_d_off(r, c), pack2f<E>(accW(i), accW(i + 1)));
+      }
+      cutlass::arch::fence_view_async_shared();
+      gpu::named_barrier_arrive(kBarWReady, kConsumerThreads);
+    }
   } else {
     Tensor sShi = make_tensor(make_smem_ptr(ss.s_hi.data()), typename Cfg::LayS{});
     Tensor sVt = make_tensor(make_smem_ptr(ss.vt.data()), typename Cfg::LayVt{});
@@ -382,25 +485,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
       const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vt.data());
       const uint32_t vn_base = cute::cast_smem_ptr_to_uint(ss.vn.data());
-      uint32_t s_off[16], vt_off[8], vn_off[8], u_off[8];
+      uint32_t s_off[16], vt_off[8], vn_off[8], u_addr[8];
       CUTE_UNROLL
       for (int q = 0; q < 16; ++q) {
         const int i = pair_elem(q);
         s_off[q] = smem_off(&sShi(get<1>(cS(i)), get<0>(cS(i))), ss.s_hi.data());
       }
       {
-        Tensor sU0 = make_tensor(make_smem_ptr(ss.u[0].data()), typename Cfg::LayU{});
+        Tensor sU = make_tensor(make_smem_ptr(ss.u.data()), typename Cfg::LayU{});
+        const uint32_t u_base = cute::cast_smem_ptr_to_uint(ss.u.data());
         CUTE_UNROLL
         for (int q = 0; q < 8; ++q) {
           const int row = get<0>(cVN(2 * q)), c = get<1>(cVN(2 * q));
           vt_off[q] = vt_base + smem_off(&sVt(c, row), ss.vt.data());
           vn_off[q] = vn_base + smem_off(&sVn(c, row), ss.vn.data());
-          u_off[q] = smem_off(&sU0(row, c), ss.u[0].data());
+          u_addr[q] = u_base + smem_off(&sU(row, c), ss.u.data());
         }
       }
       // The thread's two accumulator rows (pairs q with q & 1 == 0 and == 1).
       const int row_a = get<0>(cVN(0)), row_b = get<0>(cVN(2));
-      const int g_col = hv & 3;
       auto publish = [&]() {
         CUTE_UNROLL
         for (int q = 0; q < 16; ++q) {
@@ -416,9 +519,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int len = chunk_len(ci);
         gpu::named_barrier_sync(kBarS, kConsumerThreads);
         FullBar::wait(&ss.full[s], (ci / kStages) & 1);
+        gpu::named_barrier_sync(kBarWReady, kConsumerThreads);
 
         // VN = W S_hi over the 128 keys.
-        Tensor tA = thr_vn.partition_fragment_A(make_tensor(make_smem_ptr(ss.w[s].data()), typename Cfg::LayRowsD{}));
+        Tensor tA = thr_vn.partition_fragment_A(make_tensor(make_smem_ptr(ss.w.data()), typename Cfg::LayRowsD{}));
         warpgroup_fence_operand(accVN);
         warpgroup_arrive();
         mma_vn.accumulate_ = GMMA::ScaleOut::Zero;
@@ -436,12 +540,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const float ex_b = ok_b ? __expf(glast - gs[4 * row_b + g_col]) : 0.f;
         // U's pairs too: the shared-memory accesses are volatile, so loads placed after the wait
         // would each wait out their latency between the stores.
-        const uint32_t u_base = cute::cast_smem_ptr_to_uint(ss.u[s].data());
         uint32_t u_pair[8];
         CUTE_UNROLL
-        for (int q = 0; q < 8; ++q) u_pair[q] = lds32(u_base + u_off[q]);
+        for (int q = 0; q < 8; ++q) u_pair[q] = lds32(u_addr[q]);
         warpgroup_wait<0>();
         warpgroup_fence_operand(accVN);
+        // W and U read: the builder may store the next chunk's.
+        if (ci + 1 < nchunks) gpu::named_barrier_arrive(kBarWFree, kConsumerThreads);
 
         // v_new = U - W S_hi (0 past len), ṽ = diag(exp(g_last - g)) v_new as hi + lo halves.
         CUTE_UNROLL
@@ -458,14 +563,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           sts32(vt_off[q] ^ 64u, lo);
           sts32(vn_off[q], pack2f<E>(vn0, vn1));
         }
-        if (len < kChunk) {  // Kᵀ columns past len: zeros (they meet ṽ rows that are 0)
-          Tensor sKt = make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{});
-          for (int x = tidx; x < (kChunk - len) * 128; x += 128) sKt(x % 128, len + x / 128) = E(0.f);
-        }
         cutlass::arch::fence_view_async_shared();
         gpu::named_barrier_sync(kBarV, kConsumerThreads);
 
-        // S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo].
+        // S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo] (Kᵀ's columns past len zeroed by the builder).
         const float decay = __expf(glast);
         CUTE_UNROLL
         for (int i = 0; i < size(accS); ++i) accS(i) *= decay;
@@ -494,7 +595,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
     } else {
       // ---------------- output
-      cutlass::arch::warpgroup_reg_alloc<Cfg::kOutputRegs>();
+      cutlass::arch::warpgroup_reg_dealloc<Cfg::kOutputRegs>();
       typename Cfg::MmaRowsS mma_o;
       typename Cfg::MmaRows32 mma_pv;
       auto thr_o = mma_o.get_thread_slice(tidx);
@@ -514,7 +615,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       int col[4];
       CUTE_UNROLL
       for (int b = 0; b < 4; ++b) col[b] = get<1>(cPV(4 * b));
-      const int g_col = hv & 3;
 
       for (int ci = 0; ci < nchunks; ++ci) {
         const int s = ci % kStages;
@@ -647,9 +747,9 @@ Status launch_so(const StateOutParams& sp, const SeqLayout& L, cudaStream_t stre
                       sp.o.sh % 2 == 0;
   using Shared = typename Cfg::SharedLoad;
   const SoParams<Cfg> p{
-      make_tma_copy(Shared{}, rows_t(sp.w, sp.HV, _128{}), typename Cfg::LayRowsD{}, Int<kCluster>{}),
       make_tma_copy(Shared{}, rows_t(sp.q, sp.H, _128{}), typename Cfg::LayRowsD{}, Int<kCluster>{}),
-      make_tma_copy(SM90_TMA_LOAD{}, rows_t(sp.u, sp.HV, _128{}), typename Cfg::LayU{}),
+      make_tma_copy(Shared{}, rows_t(sp.tu, sp.HV, _128{}), typename Cfg::LayRowsD{}, Int<kCluster>{}),
+      make_tma_copy(SM90_TMA_LOAD{}, rows_t(sp.v, sp.HV, _128{}), typename Cfg::LayU{}),
       make_tma_copy(Shared{}, rows_t(sp.pm, sp.HV, _64{}), typename Cfg::LayP{}, Int<kCluster>{}),
       make_tma_copy(Shared{}, kt, typename Cfg::LayKt{}, Int<kCluster>{}),
       make_tma_copy(SM90_TMA_LOAD{}, g, typename Cfg::LayG{}),

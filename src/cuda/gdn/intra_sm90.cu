@@ -15,15 +15,17 @@ namespace {
 
 template <class E>
 Status dispatch(const IntraParams& p, const SeqLayout& L, int64_t max_chunks, cudaStream_t s, int dt) {
-  // Only the forward's mode: every output but the inverse, computed (not given) inverse.
-  if (!p.q.defined() || !p.v.defined() || !p.w.defined() || !p.u.defined() || !p.p_out.defined() ||
+  // Only the forward's mode with the sm90 state/output kernel: the coefficients of U and W, P and
+  // the gate cumsum, computed (not given) inverse.
+  if (!p.q.defined() || !p.t_out.defined() || !p.p_out.defined() || p.w.defined() || p.u.defined() ||
       p.a_inv_in.defined() || p.a_inv_out.defined())
-    return Status::Internal("gdn sm90 intra: only the whole forward's outputs (W, U, P) are supported");
-  for (const Tok* t : {&p.q, &p.k, &p.v, &p.w, &p.u, &p.p_out})
-    if (t->dt != dt) return Status::Internal("gdn sm90 intra: q, k, v, W, U and P must share the 16-bit dtype");
-  // q, k, v: TMA boxes; W, U, P: 16-byte stores.
-  for (const Tok* t : {&p.q, &p.k, &p.v, &p.w, &p.u, &p.p_out})
-    if (!rows_aligned16(*t)) return Status::Internal("gdn sm90 intra: q, k, v, W, U and P need 16-byte aligned rows");
+    return Status::Internal("gdn sm90 intra: only the whole forward's outputs (U / W coefficients, P) are supported");
+  for (const Tok* t : {&p.q, &p.k, &p.t_out, &p.p_out})
+    if (t->dt != dt) return Status::Internal("gdn sm90 intra: q, k, the coefficients and P must share the 16-bit dtype");
+  // q, k: TMA boxes; the coefficients and P: 16-byte stores.
+  for (const Tok* t : {&p.q, &p.k, &p.t_out, &p.p_out})
+    if (!rows_aligned16(*t))
+      return Status::Internal("gdn sm90 intra: q, k, the coefficients and P need 16-byte aligned rows");
   if (p.H <= 0 || p.HV % p.H != 0 || p.H > 65535)
     return Status::Internal("gdn sm90 intra: HV must be a multiple of H (at most 65535 q/k heads)");
   if (L.T > INT32_MAX - kChunk || max_chunks > INT32_MAX)

@@ -15,8 +15,8 @@ namespace {
 using LaunchFn = Status (*)(const StateOutParams&, const SeqLayout&, cudaStream_t);
 using FitFn = Status (*)(int*);
 
-// The CTAs of one (sequence, value head) run in clusters of two that share their W, Kᵀ, Q and P
-// tiles through TMA multicast, unless that takes more waves than single CTAs.
+// The CTAs of one (sequence, value head) run in clusters of two that share their U / W
+// coefficient, Kᵀ, Q and P tiles through TMA multicast, unless that takes more waves than single CTAs.
 // ATTNKIT_GDN_CLUSTER=1|2 in the environment forces a size (timings, tests).
 Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, LaunchFn l1, LaunchFn l2, FitFn f1,
                 FitFn f2) {
@@ -25,9 +25,9 @@ Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, Lau
   if (p.g_cum.dt != 0 || p.g_cum.sh != 1 || p.g_cum.st % 4 != 0 || p.g_cum.st < p.HV || p.g_cum.sb % 4 != 0 ||
       (reinterpret_cast<uintptr_t>(p.g_cum.p) & 15) != 0)
     return Status::Internal("gdn sm90 state/output: the gates must be fp32 [B, T, HV padded to 4]");
-  for (const Tok* t : {&p.q, &p.k, &p.w, &p.u, &p.pm})
+  for (const Tok* t : {&p.q, &p.k, &p.v, &p.tu, &p.pm})
     if (!rows_aligned16(*t))
-      return Status::Internal("gdn sm90 state/output: q, k, w, u and P need 16-byte aligned rows");
+      return Status::Internal("gdn sm90 state/output: q, k, v, the U / W coefficients and P need 16-byte aligned rows");
   if (L.T > INT32_MAX - kChunk || L.N > 65535)
     return Status::Unsupported("gdn sm90 state/output: at most 2^31 - 65 rows and 65535 sequences");
   int cluster = 0;
