@@ -20,7 +20,7 @@
 //   consumer warp of the cluster releases a stage through its empty barriers).
 // - WG2, builder, one chunk ahead of WG0: U = T diag(beta) V (its 32 columns) and
 //   W = T diag(beta exp(g)) K, one WGMMA batch, stored in 16 bits into single W and U buffers once
-//   WG0 has read the previous chunk's (named barriers kBarWFree / kBarWReady). Building them here
+//   WG0 has read the previous chunk's (mbarriers w_free / w_ready). Building them here
 //   instead of in the intra stage halves what that stage writes (C is 256 bytes per row and
 //   value head, W and U were 512) and spares it V: at T = 16k (H100, bench/RESULTS.md
 //   2026-11-27 session 16) the intra stage went 285 -> 181 us and this kernel 300 -> 368 us, the
@@ -174,6 +174,10 @@ struct SoSmem {
   cute::array_aligned<E, 32 * 64, 1024> vn;
   alignas(8) uint64_t full[S];
   alignas(8) uint64_t empty[S];
+  // Builder -> state: W and U of the chunk stored; state -> builder: W and U of the chunk read.
+  // (mbarriers rather than named barrier arrive / sync pairs: compute-sanitizer racecheck orders
+  // accesses by the former, and reported the latter's hand-off as races.)
+  alignas(8) uint64_t w_ready, w_free;
 };
 
 template <class Cfg>
@@ -239,10 +243,8 @@ CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
 
 constexpr int kBarS = 1;       // S of the chunk published (state and output warpgroups)
 constexpr int kBarV = 2;       // ṽ and v_new written; the output warpgroup done with Q S
-constexpr int kBarWReady = 3;  // W and U of the chunk built (builder -> state)
-constexpr int kBarWFree = 4;   // W and U of the chunk read (state -> builder)
-constexpr int kBarBuild = 5;   // the builder's own: rows past len zeroed
-constexpr int kConsumerThreads = 256;  // two warpgroups at each of the barriers above but the last
+constexpr int kBarBuild = 3;   // the builder's own: rows past len zeroed
+constexpr int kConsumerThreads = 256;  // the two warpgroups at kBarS and kBarV
 constexpr int kConsumerWarps = 12;     // state, output and builder: each releases every stage
 
 // The accumulator fragments here are ((2, 2, N/8), MMA_M, 1), compact: element
@@ -294,6 +296,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // all of their smem.
       EmptyBar::init(&ss.empty[s], kCluster * kConsumerWarps);
     }
+    EmptyBar::init(&ss.w_ready, 128);
+    EmptyBar::init(&ss.w_free, 128);
     cutlass::arch::fence_barrier_init();
   }
   if constexpr (kCluster > 1) {
@@ -404,7 +408,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Tensor sV = make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayU{});
       if (len < kChunk) {
         // K and V rows past len: zeros (they meet zero coefficients, and 0 x NaN need not be 0).
-        // The state warpgroup's update reads this Kᵀ after kBarWReady.
+        // The state warpgroup's update reads this Kᵀ after w_ready.
         for (int x = tidx; x < (kChunk - len) * 128; x += 128) sKt(x % 128, len + x / 128) = E(0.f);
         for (int x = tidx; x < (kChunk - len) * 32; x += 128) sV(len + x / 32, x % 32) = E(0.f);
         cutlass::arch::fence_view_async_shared();
@@ -434,7 +438,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       release(s);
 
       // Into the single W / U buffers once the state warpgroup has read the previous chunk's.
-      if (ci > 0) gpu::named_barrier_sync(kBarWFree, kConsumerThreads);
+      if (ci > 0) EmptyBar::wait(&ss.w_free, (ci - 1) & 1);
       CUTE_UNROLL
       for (int q = 0; q < 8; ++q) sts32(u_st[q], pack2f<E>(accU(2 * q), accU(2 * q + 1)));
       CUTE_UNROLL
@@ -443,7 +447,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         sts32(w_base + rows_d_off(r, c), pack2f<E>(accW(i), accW(i + 1)));
       }
       cutlass::arch::fence_view_async_shared();
-      gpu::named_barrier_arrive(kBarWReady, kConsumerThreads);
+      EmptyBar::arrive(&ss.w_ready);
     }
   } else {
     Tensor sShi = make_tensor(make_smem_ptr(ss.s_hi.data()), typename Cfg::LayS{});
@@ -519,7 +523,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int len = chunk_len(ci);
         gpu::named_barrier_sync(kBarS, kConsumerThreads);
         FullBar::wait(&ss.full[s], (ci / kStages) & 1);
-        gpu::named_barrier_sync(kBarWReady, kConsumerThreads);
+        EmptyBar::wait(&ss.w_ready, ci & 1);
 
         // VN = W S_hi over the 128 keys.
         Tensor tA = thr_vn.partition_fragment_A(make_tensor(make_smem_ptr(ss.w.data()), typename Cfg::LayRowsD{}));
@@ -546,7 +550,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         warpgroup_wait<0>();
         warpgroup_fence_operand(accVN);
         // W and U read: the builder may store the next chunk's.
-        if (ci + 1 < nchunks) gpu::named_barrier_arrive(kBarWFree, kConsumerThreads);
+        if (ci + 1 < nchunks) EmptyBar::arrive(&ss.w_free);
 
         // v_new = U - W S_hi (0 past len), ṽ = diag(exp(g_last - g)) v_new as hi + lo halves.
         CUTE_UNROLL
