@@ -23,9 +23,10 @@
 //   WG0 has read the previous chunk's (mbarriers w_free / w_ready). Building them here
 //   instead of in the intra stage halves what that stage writes (C is 256 bytes per row and
 //   value head, W and U were 512) and spares it V: at T = 16k (H100, bench/RESULTS.md
-//   2026-11-27 session 16) the intra stage went 285 -> 181 us and this kernel 300 -> 368 us, the
-//   forward 1.07x faster. The builder's batch issued one k-block at a time, or only once WG0 has
-//   issued its VN product, measured the same (1.00x).
+//   2026-11-27 session 16) the intra stage went 285 -> 178 us and this kernel 300 -> 372 us, the
+//   forward 1.06x faster. The builder's batch issued one k-block at a time, or only once WG0 has
+//   issued its VN product, measured the same (1.00x). The hand-offs as named barrier arrive /
+//   sync pairs ran 1.01x faster than these mbarriers, but racecheck reported them as races.
 // - WG0, state: holds S (128 keys x 32 values) in fp32 WGMMA accumulators as two parts,
 //   S = Sa + Sb (columns 0-31 and 32-63 of a 128 x 64 accumulator): Sa accumulates the products
 //   with the hi halves of ṽ, Sb those with the lo halves, so one m64n64 WGMMA chain does both.
