@@ -104,8 +104,9 @@ struct SoCfg {
   // (row, j) the coefficients [T diag(beta) | T diag(beta exp(g))], whose two 64-column halves are
   // each a LayP tile (the A operands of U and W).
   using LayRowsD = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _128>{}));
-  // Kᵀ as (key, row), keys contiguous: the MN-major A operand of Kᵀ ṽ and the MN-major B of W. Atoms (64 keys x 8 rows) stacked along the rows first, so that a 64-key slab is one
-  // TMA box (stacked along the keys first, a box spans 8 rows: 16 TMA loads per tile).
+  // Kᵀ as (key, row), keys contiguous: the MN-major A operand of Kᵀ ṽ and the MN-major B of W.
+  // Atoms (64 keys x 8 rows) stacked along the rows first, so that a 64-key slab is one TMA box
+  // (stacked along the keys first, a box spans 8 rows: 16 TMA loads per tile).
   using LayKt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_128, _64>{}, Step<_2, _1>{}));
   // P (i, j), j contiguous: K-major A of P v_new.
   using LayP = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _64>{}));
@@ -117,7 +118,7 @@ struct SoCfg {
   using LayS = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _128>{}));
   // [ṽ_hi | ṽ_lo] as (value', row): MN-major B of Kᵀ ṽ.
   using LayVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_64, _64>{}));
-  // v_new, and the V slice, as (value, row) (the bytes of LayU): MN-major B of P v_new and T' V.
+  // v_new, and the V slice, as (value, row) (the bytes of LayU): MN-major B of P v_new and of U.
   using LayVn = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _64>{}));
 
   using MmaRowsS = decltype(make_tiled_mma(
@@ -126,7 +127,7 @@ struct SoCfg {
       GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _64>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaKeys = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _64, _64>, GMMA::Major::MN, GMMA::Major::MN>()));
-  // The builder's W = T' K (U = T diag(beta) V is a MmaRows32 product).
+  // The builder's W = T diag(beta exp(g)) K (U = T diag(beta) V is a MmaRows32 product).
   using MmaW = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _128, _64>, GMMA::Major::K, GMMA::Major::MN>()));
 
@@ -264,6 +265,7 @@ CUTE_DEVICE void check_acc_layout(const Frag& f) {
 CUTE_DEVICE uint32_t rows_d_off(int r, int c) {
   return (c >> 6) * 8192 + r * 128 + ((((c >> 3) & 7) ^ (r & 7)) << 4) + (c & 7) * 2;
 }
+
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     state_output_sm90_kernel(const __grid_constant__ SoParams<Cfg> p) {
@@ -272,6 +274,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   constexpr int kStages = Cfg::kStages;
   using FullBar = cutlass::arch::ClusterTransactionBarrier;
   using EmptyBar = cutlass::arch::ClusterBarrier;
+  using HandOff = cutlass::arch::ClusterBarrier;  // w_ready / w_free: arrive-count barriers too
   extern __shared__ __align__(1024) char smem_raw[];
   auto& ss = *reinterpret_cast<SoSmem<Cfg>*>(smem_raw);
 
@@ -297,8 +300,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // all of their smem.
       EmptyBar::init(&ss.empty[s], kCluster * kConsumerWarps);
     }
-    EmptyBar::init(&ss.w_ready, 128);
-    EmptyBar::init(&ss.w_free, 128);
+    HandOff::init(&ss.w_ready, 128);
+    HandOff::init(&ss.w_free, 128);
     cutlass::arch::fence_barrier_init();
   }
   if constexpr (kCluster > 1) {
@@ -439,7 +442,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       release(s);
 
       // Into the single W / U buffers once the state warpgroup has read the previous chunk's.
-      if (ci > 0) EmptyBar::wait(&ss.w_free, (ci - 1) & 1);
+      if (ci > 0) HandOff::wait(&ss.w_free, (ci - 1) & 1);
       CUTE_UNROLL
       for (int q = 0; q < 8; ++q) sts32(u_st[q], pack2f<E>(accU(2 * q), accU(2 * q + 1)));
       CUTE_UNROLL
@@ -448,7 +451,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         sts32(w_base + rows_d_off(r, c), pack2f<E>(accW(i), accW(i + 1)));
       }
       cutlass::arch::fence_view_async_shared();
-      EmptyBar::arrive(&ss.w_ready);
+      HandOff::arrive(&ss.w_ready);
     }
   } else {
     Tensor sShi = make_tensor(make_smem_ptr(ss.s_hi.data()), typename Cfg::LayS{});
@@ -524,7 +527,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int len = chunk_len(ci);
         gpu::named_barrier_sync(kBarS, kConsumerThreads);
         FullBar::wait(&ss.full[s], (ci / kStages) & 1);
-        EmptyBar::wait(&ss.w_ready, ci & 1);
+        HandOff::wait(&ss.w_ready, ci & 1);
 
         // VN = W S_hi over the 128 keys.
         Tensor tA = thr_vn.partition_fragment_A(make_tensor(make_smem_ptr(ss.w.data()), typename Cfg::LayRowsD{}));
@@ -551,7 +554,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         warpgroup_wait<0>();
         warpgroup_fence_operand(accVN);
         // W and U read: the builder may store the next chunk's.
-        if (ci + 1 < nchunks) EmptyBar::arrive(&ss.w_free);
+        if (ci + 1 < nchunks) HandOff::arrive(&ss.w_free);
 
         // v_new = U - W S_hi (0 past len), ṽ = diag(exp(g_last - g)) v_new as hi + lo halves.
         CUTE_UNROLL
