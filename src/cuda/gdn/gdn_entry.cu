@@ -230,12 +230,14 @@ Status run_intra_forward(DType dt, const gdn_cuda::IntraParams& p, const StageCa
                                 : gdn_cuda::launch_intra_sm90_fp16(p, L, seq.max_chunks, c.stream());
 }
 
-Status run_state_output(DType dt, const gdn_cuda::StateOutParams& p, const StageCall& c, int device) {
+// The sm90 kernel where the forward handed over W's and U's coefficients (it decided, by
+// use_sm90_state_output, when it laid out the scratch), the mma.sync one where it handed over W, U.
+Status run_state_output(DType dt, const gdn_cuda::StateOutParams& p, const StageCall& c) {
   const gdn_cuda::SeqArgs& seq = c.seq();
   const int32_t* off = c.offsets();
   const cudaStream_t s = c.stream();
   if (seq.N == 0 || p.HV == 0) return Status::Ok();
-  if (use_sm90_state_output(device))
+  if (p.tu.defined())
     return dt == DType::kBFloat16 ? gdn_cuda::launch_state_output_sm90_bf16(p, layout(seq, off), s)
                                   : gdn_cuda::launch_state_output_sm90_fp16(p, layout(seq, off), s);
   return dt == DType::kBFloat16 ? gdn_cuda::launch_state_output_bf16(p, layout(seq, off), s)
@@ -451,7 +453,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   sp.H = ip.H;
   sp.HV = ip.HV;
   sp.scale = p.scale;
-  return run_state_output(p.dtype, sp, call, p.device.index);
+  return run_state_output(p.dtype, sp, call);
 }
 
 Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, const ExecOptions& opts) {

@@ -361,9 +361,9 @@ __global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(I
       const int64_t ab = c.batch * a.sb + c.row0 * a.st + hv * a.sh;
       for (int i = tid; i < len * kChunk; i += kIntraThreads) {
         const int r = i / kChunk, j = i % kChunk;
-        const float t = j <= r ? sm.tm[r * kLdI + j] * sm.bt[j] : 0.f;
-        st_any(a.p, a.dt, ab + r * a.st + j, t);
-        st_any(a.p, a.dt, ab + r * a.st + kChunk + j, t * __expf(sm.gc[j]));
+        const float t = j <= r ? sm.tm[r * kLdI + j] : 0.f;
+        st_any(a.p, a.dt, ab + r * a.st + j, t * sm.bt[j]);
+        st_any(a.p, a.dt, ab + r * a.st + kChunk + j, t * sm.cw[j]);
       }
     }
   }
