@@ -490,14 +490,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // Shared-window addresses, once: the S pair (c, key) for the 16 state pairs, and for the 8
       // VN pairs ṽ_hi (c, row), v_new (c, row), U (row, c). ṽ's lo halves sit 32 values on, which
       // in its 128-byte swizzled MN-major tile is byte offset ^ 64.
+      // S pair q sits at s_pair[(q >> 1) & 3] + 512 (q & 1) + 4096 (q >> 3) bytes in every thread
+      // (checked on the host with CuTe's LayS through a 1024-byte aligned pointer, as here, for
+      // all 128 threads; both 16-bit types have the same layout), so the
+      // publish on the chain stores at base + immediate. Kept as 16 offsets, they were recomputed
+      // from the swizzle every chunk (~60 instructions a chunk between the update and kBarS).
       const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
       const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vt.data());
       const uint32_t vn_base = cute::cast_smem_ptr_to_uint(ss.vn.data());
-      uint32_t s_off[16], vt_off[8], vn_off[8], u_addr[8];
+      uint32_t s_pair[4], vt_off[8], vn_off[8], u_addr[8];
       CUTE_UNROLL
-      for (int q = 0; q < 16; ++q) {
-        const int i = pair_elem(q);
-        s_off[q] = smem_off(&sShi(get<1>(cS(i)), get<0>(cS(i))), ss.s_hi.data());
+      for (int j = 0; j < 4; ++j) {
+        const int i = pair_elem(2 * j);
+        s_pair[j] = s_hi_base + smem_off(&sShi(get<1>(cS(i)), get<0>(cS(i))), ss.s_hi.data());
       }
       {
         Tensor sU = make_tensor(make_smem_ptr(ss.u.data()), typename Cfg::LayU{});
@@ -516,7 +521,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         CUTE_UNROLL
         for (int q = 0; q < 16; ++q) {
           const int i = pair_elem(q);
-          sts32(s_hi_base + s_off[q], pack2f<E>(accS(i) + accS(i + 16), accS(i + 1) + accS(i + 17)));
+          const uint32_t addr = s_pair[(q >> 1) & 3] + 512 * (q & 1) + 4096 * (q >> 3);
+          sts32(addr, pack2f<E>(accS(i) + accS(i + 16), accS(i + 1) + accS(i + 17)));
         }
         cutlass::arch::fence_view_async_shared();
       };
@@ -528,6 +534,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         gpu::named_barrier_sync(kBarS, kConsumerThreads);
         FullBar::wait(&ss.full[s], (ci / kStages) & 1);
         HandOff::wait(&ss.w_ready, ci & 1);
+        // U's pairs, issued before the VN batch: loaded after it, ptxas placed their use (the
+        // unpack) between the WGMMAs, whose issue then waited out the loads' latency.
+        uint32_t u_pair[8];
+        CUTE_UNROLL
+        for (int q = 0; q < 8; ++q) u_pair[q] = lds32(u_addr[q]);
 
         // VN = W S_hi over the 128 keys.
         Tensor tA = thr_vn.partition_fragment_A(make_tensor(make_smem_ptr(ss.w.data()), typename Cfg::LayRowsD{}));
@@ -546,11 +557,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const bool ok_a = row_a < len, ok_b = row_b < len;
         const float ex_a = ok_a ? __expf(glast - gs[4 * row_a + g_col]) : 0.f;
         const float ex_b = ok_b ? __expf(glast - gs[4 * row_b + g_col]) : 0.f;
-        // U's pairs too: the shared-memory accesses are volatile, so loads placed after the wait
-        // would each wait out their latency between the stores.
-        uint32_t u_pair[8];
+        // S's decay: S is no operand of VN (its 16-bit copy is), so the multiplies run under VN's
+        // latency instead of between kBarV and the update.
+        const float decay = __expf(glast);
         CUTE_UNROLL
-        for (int q = 0; q < 8; ++q) u_pair[q] = lds32(u_addr[q]);
+        for (int i = 0; i < size(accS); ++i) accS(i) *= decay;
+        warpgroup_fence_operand(accS);
         warpgroup_wait<0>();
         warpgroup_fence_operand(accVN);
         // W and U read: the builder may store the next chunk's.
@@ -574,10 +586,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         cutlass::arch::fence_view_async_shared();
         gpu::named_barrier_sync(kBarV, kConsumerThreads);
 
-        // S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo] (Kᵀ's columns past len zeroed by the builder).
-        const float decay = __expf(glast);
-        CUTE_UNROLL
-        for (int i = 0; i < size(accS); ++i) accS(i) *= decay;
+        // S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo] (S decayed above; Kᵀ's columns past len zeroed by
+        // the builder).
         Tensor tAk = thr_up.partition_fragment_A(make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{}));
         warpgroup_fence_operand(accS);
         warpgroup_arrive();
