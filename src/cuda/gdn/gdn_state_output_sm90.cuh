@@ -37,7 +37,12 @@
 //     S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo] (M = 128 keys: 2 x 4 WGMMAs, A = Kᵀ MN-major);
 //     S_hi of the new state published for the next chunk.
 //   No cross-warp reduction: each WGMMA spans the warpgroup. The epilogues are on the critical
-//   path, so they use shared-window offsets computed once and 16-bit pairs.
+//   path, so they use shared-window offsets computed once and 16-bit pairs. Three placements on
+//   that path (the S_hi stores at base + immediate, S's decay under VN's latency, U's loads ahead
+//   of the VN batch) took this kernel from 381 to 357 us at T = 16k and the forward 1.04x faster
+//   (H200, bench/RESULTS.md 2026-11-28 session 17). Not kept, the same session: the output
+//   warpgroup's store-width branch hoisted out of its pair loop (its instructions 260 -> 202 per
+//   warp and chunk; the kernel 1.00x): WG0 does not wait on that part of WG1.
 // - WG1, output: O = scale (diag(exp(g)) Q S_hi + P v_new), the first product while
 //   WG0 computes VN, the last while WG0 updates S; rows < len are stored from registers.
 // Hand-offs: named barrier kBarS (S of chunk c published; WG1 done with chunk c - 1) and kBarV
@@ -702,6 +707,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #endif
 }
 
+// A plain launch: as a programmatic dependent of the intra kernel (griddepcontrol, its set-up
+// overlapping the intra kernel's last wave) the forward measured 1.006x at T = 16k and 0.988x on 8
+// uneven sequences (H200, bench/RESULTS.md 2026-11-28 session 17).
 template <class Cfg>
 cudaLaunchConfig_t so_launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg{};
