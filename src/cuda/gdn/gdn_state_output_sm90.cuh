@@ -254,6 +254,15 @@ constexpr int kBarBuild = 3;   // the builder's own: rows past len zeroed
 constexpr int kConsumerThreads = 256;  // the two warpgroups at kBarS and kBarV
 constexpr int kConsumerWarps = 12;     // state, output and builder: each releases every stage
 
+// The state warpgroup's column pairs: pair q (0-15) of its 128 x 64 S accumulator (columns
+// c, c + 1 < 32, the Sa part) is elements (so_pair_elem(q), + 1); elements + 16 hold the Sb part.
+constexpr int so_pair_elem(int q) { return 2 * (q & 7) + 32 * (q >> 3); }
+// Where pair q goes in S_hi (LayS): so_s_hi_imm(q) bytes past the address of pair
+// 2 so_s_hi_base(q), in every thread, so the publish stores at 4 bases + immediates.
+// tests/layout/gdn_state_output_sm90_layout_test.cu checks this against CuTe on the host.
+constexpr int so_s_hi_base(int q) { return (q >> 1) & 3; }
+constexpr uint32_t so_s_hi_imm(int q) { return 512u * (q & 1) + 4096u * (q >> 3); }
+
 // The accumulator fragments here are ((2, 2, N/8), MMA_M, 1), compact: element
 // e + 4 blk + 32 m holds column 8 blk + 2 t + (e & 1) of row block m. Columns c and c + 32 (the hi
 // and lo parts of a 64-wide accumulator) are 16 elements apart.
@@ -489,24 +498,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                       ? static_cast<const float*>(p.init.p)[n * p.init.s0 + hv * p.init.sh + key * p.init.sk + v0 + c]
                       : 0.f;
       }
-      // Column pairs: pair q of a 64-wide accumulator is elements (2q, 2q + 1) of row block q / 8
-      // (columns c, c + 1 < 32); elements + 16 hold columns + 32 (the lo part).
-      auto pair_elem = [](int q) { return 2 * (q & 7) + 32 * (q >> 3); };
       // Shared-window addresses, once: the S pair (c, key) for the 16 state pairs, and for the 8
       // VN pairs ṽ_hi (c, row), v_new (c, row), U (row, c). ṽ's lo halves sit 32 values on, which
       // in its 128-byte swizzled MN-major tile is byte offset ^ 64.
-      // S pair q sits at s_pair[(q >> 1) & 3] + 512 (q & 1) + 4096 (q >> 3) bytes in every thread
-      // (checked on the host with CuTe's LayS through a 1024-byte aligned pointer, as here, for
-      // all 128 threads; both 16-bit types have the same layout), so the
-      // publish on the chain stores at base + immediate. Kept as 16 offsets, they were recomputed
-      // from the swizzle every chunk (~60 instructions a chunk between the update and kBarS).
+      // S pair q at s_pair[so_s_hi_base(q)] + so_s_hi_imm(q): kept as 16 offsets, they were
+      // recomputed from the swizzle every chunk (~60 instructions between the update and kBarS).
       const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
       const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vt.data());
       const uint32_t vn_base = cute::cast_smem_ptr_to_uint(ss.vn.data());
       uint32_t s_pair[4], vt_off[8], vn_off[8], u_addr[8];
       CUTE_UNROLL
       for (int j = 0; j < 4; ++j) {
-        const int i = pair_elem(2 * j);
+        const int i = so_pair_elem(2 * j);
         s_pair[j] = s_hi_base + smem_off(&sShi(get<1>(cS(i)), get<0>(cS(i))), ss.s_hi.data());
       }
       {
@@ -525,8 +528,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       auto publish = [&]() {
         CUTE_UNROLL
         for (int q = 0; q < 16; ++q) {
-          const int i = pair_elem(q);
-          const uint32_t addr = s_pair[(q >> 1) & 3] + 512 * (q & 1) + 4096 * (q >> 3);
+          const int i = so_pair_elem(q);
+          const uint32_t addr = s_pair[so_s_hi_base(q)] + so_s_hi_imm(q);
           sts32(addr, pack2f<E>(accS(i) + accS(i + 16), accS(i + 1) + accS(i + 17)));
         }
         cutlass::arch::fence_view_async_shared();
@@ -609,7 +612,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         for (int q = 0; q < 16; ++q) {
           CUTE_UNROLL
           for (int e = 0; e < 2; ++e) {
-            const int i = pair_elem(q) + e;
+            const int i = so_pair_elem(q) + e;
             const int key = get<0>(cS(i)), c = get<1>(cS(i));
             static_cast<float*>(p.fin.p)[n * p.fin.s0 + hv * p.fin.sh + key * p.fin.sk + v0 + c] =
                 accS(i) + accS(i + 16);

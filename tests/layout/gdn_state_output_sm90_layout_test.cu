@@ -1,0 +1,56 @@
+// Host-side checks of the sm90 Gated DeltaNet state/output kernel's shared-memory address
+// arithmetic, against CuTe's own layouts (no GPU needed, so CI runs them). The kernel stores its
+// S_hi pairs at four per-thread base addresses plus compile-time immediates
+// (so_s_hi_base / so_s_hi_imm); a change of LayS or of the state warpgroup's MMA that broke that
+// decomposition would store S_hi at wrong addresses.
+#include <gtest/gtest.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
+
+#include <cstdint>
+
+#include "cuda/gdn/gdn_state_output_sm90.cuh"
+
+namespace {
+
+using namespace cute;
+namespace sm90 = attnkit::gdn_cuda::sm90;
+
+// Byte offset of the S pair q of thread t, as the kernel indexes S_hi: through a shared-memory
+// pointer to a 1024-byte aligned tile (the swizzle acts on the address; evaluated on its own, the
+// composed layout applies it in other units).
+template <class E>
+int s_hi_pair_offset(int t, int q) {
+  using Cfg = sm90::SoCfg<E, 2>;
+  alignas(1024) static E tile[32 * 128];
+  Tensor sShi = make_tensor(make_smem_ptr(tile), typename Cfg::LayS{});
+  typename Cfg::MmaKeys mma;
+  Tensor cS = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_128, _64>{}));
+  const int i = sm90::so_pair_elem(q);
+  const int key = get<0>(cS(i)), c = get<1>(cS(i));
+  EXPECT_LT(c + 1, 32) << "pair " << q << " must be two columns of the Sa part";
+  EXPECT_EQ(get<0>(cS(i + 1)), key);
+  EXPECT_EQ(get<1>(cS(i + 1)), c + 1);
+  return static_cast<int>(reinterpret_cast<const char*>(raw_pointer_cast(&sShi(c, key))) -
+                          reinterpret_cast<const char*>(tile));
+}
+
+template <class E>
+void check_s_hi_pairs() {
+  for (int t = 0; t < 128; ++t) {
+    for (int q = 0; q < 16; ++q) {
+      const int base = s_hi_pair_offset<E>(t, 2 * sm90::so_s_hi_base(q));
+      ASSERT_EQ(s_hi_pair_offset<E>(t, q), base + static_cast<int>(sm90::so_s_hi_imm(q)))
+          << "thread " << t << ", pair " << q;
+    }
+  }
+}
+
+TEST(GdnStateOutputSm90Layout, SHiPairsAtFourBasesPlusImmediatesBf16) {
+  check_s_hi_pairs<cutlass::bfloat16_t>();
+}
+
+TEST(GdnStateOutputSm90Layout, SHiPairsAtFourBasesPlusImmediatesFp16) { check_s_hi_pairs<cutlass::half_t>(); }
+
+}  // namespace
