@@ -42,7 +42,7 @@
 //   of the VN batch) took this kernel from 381 to 357 us at T = 16k and the forward 1.04x faster
 //   (H200, bench/RESULTS.md 2026-11-28 session 17). Not kept, the same session: the output
 //   warpgroup's store-width branch hoisted out of its pair loop (its instructions 260 -> 202 per
-//   warp and chunk; the kernel 1.00x): WG0 does not wait on that part of WG1.
+//   warp and chunk; the kernel 1.00x), so WG0's waits at kBarS are not that epilogue's instructions.
 // - WG1, output: O = scale (diag(exp(g)) Q S_hi + P v_new), the first product while
 //   WG0 computes VN, the last while WG0 updates S; rows < len are stored from registers.
 // Hand-offs: named barrier kBarS (S of chunk c published; WG1 done with chunk c - 1) and kBarV
