@@ -26,10 +26,10 @@ int s_hi_pair_offset(int t, int q) {
   alignas(1024) static E tile[32 * 128];
   Tensor sShi = make_tensor(make_smem_ptr(tile), typename Cfg::LayS{});
   typename Cfg::MmaKeys mma;
-  Tensor cS = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_128, _64>{}));
+  Tensor cS = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_128, _32>{}));
   const int i = sm90::so_pair_elem(q);
   const int key = get<0>(cS(i)), c = get<1>(cS(i));
-  EXPECT_LT(c + 1, 32) << "pair " << q << " must be two columns of the Sa part";
+  EXPECT_LT(c + 1, 32) << "pair " << q << " must be two of the 32 columns";
   EXPECT_EQ(get<0>(cS(i + 1)), key);
   EXPECT_EQ(get<1>(cS(i + 1)), c + 1);
   return static_cast<int>(reinterpret_cast<const char*>(raw_pointer_cast(&sShi(c, key))) -

@@ -1,11 +1,16 @@
 // Stages 4 and 5 fused on Hopper (sm_90a): the sequential state pass with the chunk output, on
 // WGMMA with TMA loads (kernel and launcher; state_output_sm90.cu dispatches). Same math as
-// gdn_state_output.cuh (the mma.sync version, which other GPUs run) but for one place: both
-// products with S, W S and the output's Q S, take S rounded to 16 bits (S_hi) instead of hi + lo.
+// gdn_state_output.cuh (the mma.sync version, which other GPUs run) but for two places, both
+// rounding an operand to 16 bits instead of hi + lo halves: S in both products with S, W S and the
+// output's Q S (S_hi), and ṽ in the update S += Kᵀ ṽ.
 // - W S sits on the sequential critical path: bench/gdn_chain_probe measured a transposed version
 //   of the chain at 1.35 us per chunk step with hi + lo there and 0.91 us with S_hi alone, for a
-//   relative error of the state after 1024 steps of 1.9e-4 instead of 2.6e-6 (H100); the update's
-//   ṽ keeps its lo halves (without them: 1.7e-3).
+//   relative error of the state after 1024 steps of 1.9e-4 instead of 2.6e-6 (H100).
+// - ṽ's lo halves doubled the update's N (S was a 128 x 64 accumulator, hi and lo parts summed
+//   when published): without them this kernel went 358 -> 326 us at T = 16k and the forward
+//   1.056x faster (1.066x on 8 uneven sequences), while the final state's relative L2 against the
+//   fp32 recurrence went 1.67e-3 -> 1.91e-3 (fla: 2.50e-3) and o's stayed 2.91e-3 (fla: 3.33e-3)
+//   (H200, bench/RESULTS.md 2026-11-28 session 18). fla rounds ṽ to 16 bits there too.
 // - Q S with S_lo too cost a second store per S pair on the chain and 8 more WGMMAs a chunk in
 //   WG1: without it the kernel went from ~344 to ~302 us at T = 16k and the forward ran 1.055-1.075x
 //   faster (H100), while o's relative L2 against the fp32 recurrence stayed 2.9e-3 (bench/RESULTS.md,
@@ -27,14 +32,11 @@
 //   forward 1.06x faster. The builder's batch issued one k-block at a time, or only once WG0 has
 //   issued its VN product, measured the same (1.00x). The hand-offs as named barrier arrive /
 //   sync pairs ran 1.01x faster than these mbarriers, but racecheck reported them as races.
-// - WG0, state: holds S (128 keys x 32 values) in fp32 WGMMA accumulators as two parts,
-//   S = Sa + Sb (columns 0-31 and 32-63 of a 128 x 64 accumulator): Sa accumulates the products
-//   with the hi halves of ṽ, Sb those with the lo halves, so one m64n64 WGMMA chain does both.
-//   Per chunk:
+// - WG0, state: holds S (128 keys x 32 values) in fp32 WGMMA accumulators. Per chunk:
 //     VN = W S_hi (64 x 32: 8 WGMMAs over the keys; S_hi as this warpgroup published it in shared
 //       memory), v_new = U - VN;
-//     ṽ = diag(exp(g_last - g)) v_new, stored as [ṽ_hi | ṽ_lo] (v_new itself in 16 bits, for WG1);
-//     S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo] (M = 128 keys: 2 x 4 WGMMAs, A = Kᵀ MN-major);
+//     ṽ = diag(exp(g_last - g)) v_new, stored in 16 bits (v_new too, for WG1);
+//     S = exp(g_last) S + Kᵀ ṽ (M = 128 keys: 2 x 4 WGMMAs, A = Kᵀ MN-major);
 //     S_hi of the new state published for the next chunk.
 //   No cross-warp reduction: each WGMMA spans the warpgroup. The epilogues are on the critical
 //   path, so they use shared-window offsets computed once and 16-bit pairs. Three placements on
@@ -99,7 +101,7 @@ struct SoCfg {
   static constexpr int kThreads = 512;
   // setmaxnreg budgets: the CTA starts with 128 registers per thread; the producer and the output
   // warpgroup (two 64 x 32 accumulators) give back what the state warpgroup (accumulators S
-  // 128 x 64 and VN 64 x 32) and the builder (W 64 x 128 and U 64 x 32) take beyond that.
+  // 128 x 32 and VN 64 x 32) and the builder (W 64 x 128 and U 64 x 32) take beyond that.
   static constexpr int kProducerRegs = 24;
   static constexpr int kStateRegs = 232;
   static constexpr int kOutputRegs = 104;
@@ -121,8 +123,8 @@ struct SoCfg {
   using LayG = Layout<Shape<_4, _64>>;
   // S_hi as (value, key), values contiguous: MN-major B of W S_hi and Q S_hi.
   using LayS = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _128>{}));
-  // [ṽ_hi | ṽ_lo] as (value', row): MN-major B of Kᵀ ṽ.
-  using LayVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_64, _64>{}));
+  // ṽ as (value, row): MN-major B of Kᵀ ṽ.
+  using LayVt = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _64>{}));
   // v_new, and the V slice, as (value, row) (the bytes of LayU): MN-major B of P v_new and of U.
   using LayVn = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _64>{}));
 
@@ -131,7 +133,7 @@ struct SoCfg {
   using MmaRows32 = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _64>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaKeys = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<E, E, float, Shape<_64, _64, _64>, GMMA::Major::MN, GMMA::Major::MN>()));
+      GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _64>, GMMA::Major::MN, GMMA::Major::MN>()));
   // The builder's W = T diag(beta exp(g)) K (U = T diag(beta) V is a MmaRows32 product).
   using MmaW = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _128, _64>, GMMA::Major::K, GMMA::Major::MN>()));
@@ -177,7 +179,7 @@ struct SoSmem {
   cute::array_aligned<E, 64 * 128, 1024> w;
   cute::array_aligned<E, 32 * 64, 1024> u;
   cute::array_aligned<E, 32 * 128, 1024> s_hi;  // S rounded to 16 bits
-  cute::array_aligned<E, 64 * 64, 1024> vt;   // [ṽ_hi | ṽ_lo]
+  cute::array_aligned<E, 32 * 64, 1024> vt;   // ṽ
   cute::array_aligned<E, 32 * 64, 1024> vn;
   alignas(8) uint64_t full[S];
   alignas(8) uint64_t empty[S];
@@ -236,13 +238,6 @@ template <>
 CUTE_DEVICE float2 unpack2f<cutlass::half_t>(uint32_t v) {
   return __half22float2(*reinterpret_cast<const __half2*>(&v));
 }
-// x0, x1 as packed hi halves and packed lo halves (x = hi + lo to ~16 bits).
-template <class E>
-CUTE_DEVICE void split_pair(float x0, float x1, uint32_t* hi, uint32_t* lo) {
-  *hi = pack2f<E>(x0, x1);
-  const float2 h = unpack2f<E>(*hi);
-  *lo = pack2f<E>(x0 - h.x, x1 - h.y);
-}
 template <class T>
 CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
   return cute::cast_smem_ptr_to_uint(p) - cute::cast_smem_ptr_to_uint(base);
@@ -254,9 +249,9 @@ constexpr int kBarBuild = 3;   // the builder's own: rows past len zeroed
 constexpr int kConsumerThreads = 256;  // the two warpgroups at kBarS and kBarV
 constexpr int kConsumerWarps = 12;     // state, output and builder: each releases every stage
 
-// The state warpgroup's column pairs: pair q (0-15) of its 128 x 64 S accumulator (columns
-// c, c + 1 < 32, the Sa part) is elements (so_pair_elem(q), + 1); elements + 16 hold the Sb part.
-constexpr int so_pair_elem(int q) { return 2 * (q & 7) + 32 * (q >> 3); }
+// The state warpgroup's column pairs: pair q (0-15) of its 128 x 32 S accumulator (columns
+// c, c + 1) is elements (so_pair_elem(q), + 1).
+constexpr int so_pair_elem(int q) { return 2 * (q & 7) + 16 * (q >> 3); }
 // Where pair q goes in S_hi (LayS): so_s_hi_imm(q) bytes past the address of pair
 // 2 so_s_hi_base(q), in every thread, so the publish stores at 4 bases + immediates.
 // tests/layout/gdn_state_output_sm90_layout_test.cu checks this against CuTe on the host.
@@ -264,8 +259,7 @@ constexpr int so_s_hi_base(int q) { return (q >> 1) & 3; }
 constexpr uint32_t so_s_hi_imm(int q) { return 512u * (q & 1) + 4096u * (q >> 3); }
 
 // The accumulator fragments here are ((2, 2, N/8), MMA_M, 1), compact: element
-// e + 4 blk + 32 m holds column 8 blk + 2 t + (e & 1) of row block m. Columns c and c + 32 (the hi
-// and lo parts of a 64-wide accumulator) are 16 elements apart.
+// e + 4 blk + (N / 2) m holds column 8 blk + 2 t + (e & 1) of row block m.
 template <class Frag>
 CUTE_DEVICE void check_acc_layout(const Frag& f) {
   static_assert(decltype(stride<0, 0>(f.layout()))::value == 1 && decltype(stride<0, 1>(f.layout()))::value == 2 &&
@@ -482,25 +476,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Tensor tVNrB = thr_vn.partition_fragment_B(sShi);  // (MMA, 1, 8)
       Tensor tUPrB = thr_up.partition_fragment_B(sVt);  // (MMA, 1, 4)
       Tensor accVN = partition_fragment_C(mma_vn, Shape<_64, _32>{});
-      Tensor accS = partition_fragment_C(mma_up, Shape<_128, _64>{});
+      Tensor accS = partition_fragment_C(mma_up, Shape<_128, _32>{});
       Tensor cVN = thr_vn.partition_C(make_identity_tensor(Shape<_64, _32>{}));
-      Tensor cS = thr_up.partition_C(make_identity_tensor(Shape<_128, _64>{}));
+      Tensor cS = thr_up.partition_C(make_identity_tensor(Shape<_128, _32>{}));
       check_acc_layout(accVN);
       check_acc_layout(accS);
-      static_assert(decltype(size(accVN))::value == 16 && decltype(size(accS))::value == 64);
-      static_assert(decltype(stride<1>(accS.layout()))::value == 32);
+      static_assert(decltype(size(accVN))::value == 16 && decltype(size(accS))::value == 32);
+      static_assert(decltype(stride<1>(accS.layout()))::value == 16);
 
-      // S = Sa + Sb: Sa (columns < 32) starts as the initial state, Sb at zero.
       CUTE_UNROLL
       for (int i = 0; i < size(accS); ++i) {
         const int key = get<0>(cS(i)), c = get<1>(cS(i));
-        accS(i) = (c < 32 && p.init.defined())
+        accS(i) = p.init.defined()
                       ? static_cast<const float*>(p.init.p)[n * p.init.s0 + hv * p.init.sh + key * p.init.sk + v0 + c]
                       : 0.f;
       }
       // Shared-window addresses, once: the S pair (c, key) for the 16 state pairs, and for the 8
-      // VN pairs ṽ_hi (c, row), v_new (c, row), U (row, c). ṽ's lo halves sit 32 values on, which
-      // in its 128-byte swizzled MN-major tile is byte offset ^ 64.
+      // VN pairs ṽ (c, row), v_new (c, row), U (row, c).
       // S pair q at s_pair[so_s_hi_base(q)] + so_s_hi_imm(q): kept as 16 offsets, they were
       // recomputed from the swizzle every chunk (~60 instructions between the update and kBarS).
       const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
@@ -530,7 +522,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         for (int q = 0; q < 16; ++q) {
           const int i = so_pair_elem(q);
           const uint32_t addr = s_pair[so_s_hi_base(q)] + so_s_hi_imm(q);
-          sts32(addr, pack2f<E>(accS(i) + accS(i + 16), accS(i + 1) + accS(i + 17)));
+          sts32(addr, pack2f<E>(accS(i), accS(i + 1)));
         }
         cutlass::arch::fence_view_async_shared();
       };
@@ -576,7 +568,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         // W and U read: the builder may store the next chunk's.
         if (ci + 1 < nchunks) HandOff::arrive(&ss.w_free);
 
-        // v_new = U - W S_hi (0 past len), ṽ = diag(exp(g_last - g)) v_new as hi + lo halves.
+        // v_new = U - W S_hi (0 past len), ṽ = diag(exp(g_last - g)) v_new.
         CUTE_UNROLL
         for (int q = 0; q < 8; ++q) {
           const bool ok = (q & 1) ? ok_b : ok_a;
@@ -585,16 +577,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const int i = 2 * q;
           const float vn0 = ok ? u.x - accVN(i) : 0.f;
           const float vn1 = ok ? u.y - accVN(i + 1) : 0.f;
-          uint32_t hi, lo;
-          split_pair<E>(vn0 * ex, vn1 * ex, &hi, &lo);
-          sts32(vt_off[q], hi);
-          sts32(vt_off[q] ^ 64u, lo);
+          sts32(vt_off[q], pack2f<E>(vn0 * ex, vn1 * ex));
           sts32(vn_off[q], pack2f<E>(vn0, vn1));
         }
         cutlass::arch::fence_view_async_shared();
         gpu::named_barrier_sync(kBarV, kConsumerThreads);
 
-        // S = exp(g_last) S + Kᵀ [ṽ_hi | ṽ_lo] (S decayed above; Kᵀ's columns past len zeroed by
+        // S = exp(g_last) S + Kᵀ ṽ (S decayed above; Kᵀ's columns past len zeroed by
         // the builder).
         Tensor tAk = thr_up.partition_fragment_A(make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{}));
         warpgroup_fence_operand(accS);
@@ -614,8 +603,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           for (int e = 0; e < 2; ++e) {
             const int i = so_pair_elem(q) + e;
             const int key = get<0>(cS(i)), c = get<1>(cS(i));
-            static_cast<float*>(p.fin.p)[n * p.fin.s0 + hv * p.fin.sh + key * p.fin.sk + v0 + c] =
-                accS(i) + accS(i + 16);
+            static_cast<float*>(p.fin.p)[n * p.fin.s0 + hv * p.fin.sh + key * p.fin.sk + v0 + c] = accS(i);
           }
         }
       }
