@@ -5,8 +5,9 @@
 // state/output kernel (gdn_state_output_sm90.cuh) builds U = C_0 V and W = C_1 K on chip. C is 256
 // bytes per (row, value head), W and U were 512, and this kernel reads no V: at T = 16k it went
 // 285 -> 178 us (H100, bench/RESULTS.md 2026-11-27 session 16). Writing only the first half, with
-// the builder scaling it by exp(g) in shared memory, measured slower (H200, 2026-11-28 session
-// 17): this kernel 177 -> 165 us, the state/output kernel 381 -> 405 us, the forward 0.986x.
+// the state/output kernel scaling it by exp(g) in shared memory, measured slower (H200,
+// 2026-11-28 session 17): this kernel 177 -> 165 us, the state/output kernel 381 -> 405 us, the
+// forward 0.986x.
 // Precision: C is rounded to 16 bits once, where W and U used to be built from hi + lo halves of
 // the fp32 T. o's relative L2 against the fp32 reference stayed 2.91e-3 at T = 16k and on 8 uneven
 // sequences (bench/gdn_accuracy.py; fla 3.33e-3), the final state's 1.67e-3 / 1.66e-3.

@@ -16,32 +16,32 @@
 //   faster (H100), while o's relative L2 against the fp32 recurrence stayed 2.9e-3 (bench/RESULTS.md,
 //   2026-11-27 session 14).
 //
-// One CTA per (sequence, value head, 32-column slice of V), four warpgroups; the CTAs of a
+// One CTA per (sequence, value head, 32-column slice of V), three warpgroups; the CTAs of a
 // (sequence, value head) may form a cluster that shares the q/k-head tiles through TMA multicast.
-// - WG3, producer: one thread walks the sequence's chunks and issues the TMA loads of each chunk's
+// - WG2, producer: one thread walks the sequence's chunks and issues the TMA loads of each chunk's
 //   U / W coefficients C = [T diag(beta) | T diag(beta exp(g))] (from the intra stage), Kᵀ, Q, P
 //   (whole tiles, each cluster CTA loading its share), the CTA's 64 x 32 slice of V and the
 //   chunk's gates into a kStages-deep ring (full barriers carry the transaction bytes; every
 //   consumer warp of the cluster releases a stage through its empty barriers).
-// - WG2, builder, one chunk ahead of WG0: U = T diag(beta) V (its 32 columns) and
-//   W = T diag(beta exp(g)) K, one WGMMA batch, stored in 16 bits into single W and U buffers once
-//   WG0 has read the previous chunk's (mbarriers w_free / w_ready). Building them here
-//   instead of in the intra stage halves what that stage writes (C is 256 bytes per row and
-//   value head, W and U were 512) and spares it V: at T = 16k (H100, bench/RESULTS.md
-//   2026-11-27 session 16) the intra stage went 285 -> 178 us and this kernel 300 -> 372 us, the
-//   forward 1.06x faster. The builder's batch issued one k-block at a time, or only once WG0 has
-//   issued its VN product, measured the same (1.00x). The hand-offs as named barrier arrive /
-//   sync pairs ran 1.01x faster than these mbarriers, but racecheck reported them as races.
-// - WG0, state: holds S (128 keys x 32 values) in fp32 WGMMA accumulators. Per chunk:
-//     VN = W S_hi (64 x 32: 8 WGMMAs over the keys; S_hi as this warpgroup published it in shared
-//       memory), v_new = U - VN;
+// - WG0, state: holds S (128 keys x 32 values) in fp32 WGMMA accumulators, and builds W and U
+//   from C (building them here instead of in the intra stage halves what that stage writes: C is
+//   256 bytes per row and value head, W and U were 512; at T = 16k the intra stage went
+//   285 -> 178 us, H100, bench/RESULTS.md 2026-11-27 session 16). Per chunk:
+//     VN: v_new = U - W S_hi (64 x 32: 8 WGMMAs over the keys, A = -W from registers, S_hi as this
+//       warpgroup published it in shared memory, the accumulator starting as U);
 //     ṽ = diag(exp(g_last - g)) v_new, stored in 16 bits (v_new too, for WG1);
 //     S = exp(g_last) S + Kᵀ ṽ (M = 128 keys: 2 x 4 WGMMAs, A = Kᵀ MN-major);
+//     the next chunk's W = T diag(beta exp(g)) K (into accumulators, then -W to 16 bits as VN's A
+//       operand) and U = T diag(beta) V (into VN's accumulator);
 //     S_hi of the new state published for the next chunk.
+//   A fourth warpgroup used to build W and U a chunk ahead and hand them over through shared
+//   memory (mbarriers w_ready / w_free); building them here, with VN taking W from registers,
+//   took this kernel from 325 to 315 us at T = 16k and the forward 1.02-1.03x faster (H200,
+//   bench/RESULTS.md 2026-11-28 session 18).
 //   No cross-warp reduction: each WGMMA spans the warpgroup. The epilogues are on the critical
-//   path, so they use shared-window offsets computed once and 16-bit pairs. Three placements on
-//   that path (the S_hi stores at base + immediate, S's decay under VN's latency, U's loads ahead
-//   of the VN batch) took this kernel from 381 to 357 us at T = 16k and the forward 1.04x faster
+//   path, so they use shared-window offsets computed once and 16-bit pairs. Two placements on
+//   that path (the S_hi stores at base + immediate, S's decay under VN's latency) took this
+//   kernel (with the fourth warpgroup) from 381 to 357 us at T = 16k and the forward 1.04x faster
 //   (H200, bench/RESULTS.md 2026-11-28 session 17). Not kept, the same session: the output
 //   warpgroup's store-width branch hoisted out of its pair loop (its instructions 260 -> 202 per
 //   warp and chunk; the kernel 1.00x), so WG0's waits at kBarS are not that epilogue's instructions.
@@ -62,8 +62,8 @@
 // removed round trip (bench/RESULTS.md, 2026-11-27 session 15).
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
 // the tensor's end): C, Q, P and g rows only reach rows that are never stored or are selected
-// away (C's rows < len are zero past the diagonal); the builder zeroes Kᵀ columns and V rows past
-// len in shared memory, since they meet zero coefficients and ṽ rows that are 0, and 0 x NaN need
+// away (C's rows < len are zero past the diagonal); the state warpgroup zeroes Kᵀ columns and V
+// rows past len in shared memory, since they meet zero coefficients and ṽ rows that are 0, and 0 x NaN need
 // not be 0.
 #pragma once
 
@@ -98,15 +98,14 @@ struct SoCfg {
   // (the U / W coefficients, Kᵀ, Q, P) and multicasts it to all of them.
   static constexpr int kCluster = kCluster_;
   static_assert(kCluster == 1 || kCluster == 2);
-  static constexpr int kThreads = 512;
-  // setmaxnreg budgets: the CTA starts with 128 registers per thread; the producer and the output
-  // warpgroup (two 64 x 32 accumulators) give back what the state warpgroup (accumulators S
-  // 128 x 32 and VN 64 x 32) and the builder (W 64 x 128 and U 64 x 32) take beyond that.
+  static constexpr int kThreads = 384;
+  // setmaxnreg budgets: the CTA starts with 168 registers per thread; the producer and the output
+  // warpgroup (two 64 x 32 accumulators) give back what the state warpgroup takes beyond that
+  // (accumulators S 128 x 32, W 64 x 128 and VN 64 x 32, and W's 16-bit copy).
   static constexpr int kProducerRegs = 24;
-  static constexpr int kStateRegs = 232;
+  static constexpr int kStateRegs = 240;
   static constexpr int kOutputRegs = 104;
-  static constexpr int kBuilderRegs = 152;
-  static_assert(kProducerRegs + kStateRegs + kOutputRegs + kBuilderRegs <= 4 * 128);
+  static_assert(kProducerRegs + kStateRegs + kOutputRegs <= 65536 / 128);
   // (row, key) tiles, keys contiguous: W (built) and Q, the K-major A operands of W S and Q S; and
   // (row, j) the coefficients [T diag(beta) | T diag(beta exp(g))], whose two 64-column halves are
   // each a LayP tile (the A operands of U and W).
@@ -130,11 +129,17 @@ struct SoCfg {
 
   using MmaRowsS = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _128>, GMMA::Major::K, GMMA::Major::MN>()));
+  // W S_hi with W from registers (the state warpgroup builds W in its accumulators).
+  using MmaVnRs = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<E, E, float, Shape<_64, _32, _128>, GMMA::Major::K, GMMA::Major::MN>()));
+  // An m64 x 128 fp32 accumulator holds the same (row, column) pairs in the same register order as
+  // the 8 m64 x k16 A fragments of a 128-deep RS product (element e + 4 blk: column 8 blk + ...).
+  using LayWFrag = Layout<Shape<Shape<_2, _2, _2>, _1, _8>, Stride<Stride<_1, _2, _4>, _0, _8>>;
   using MmaRows32 = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _64>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaKeys = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _64>, GMMA::Major::MN, GMMA::Major::MN>()));
-  // The builder's W = T diag(beta exp(g)) K (U = T diag(beta) V is a MmaRows32 product).
+  // W = T diag(beta exp(g)) K (U = T diag(beta) V is a MmaRows32 product).
   using MmaW = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _128, _64>, GMMA::Major::K, GMMA::Major::MN>()));
 
@@ -175,18 +180,11 @@ struct SoSmem {
   cute::array_aligned<E, 64 * 64, 1024> p[S];
   cute::array_aligned<E, 32 * 64, 1024> v[S];  // the CTA's V slice
   cute::array_aligned<float, 4 * 64, 128> g[S];
-  // Built on chip, one chunk ahead of the state warpgroup (one buffer each).
-  cute::array_aligned<E, 64 * 128, 1024> w;
-  cute::array_aligned<E, 32 * 64, 1024> u;
   cute::array_aligned<E, 32 * 128, 1024> s_hi;  // S rounded to 16 bits
   cute::array_aligned<E, 32 * 64, 1024> vt;   // ṽ
   cute::array_aligned<E, 32 * 64, 1024> vn;
   alignas(8) uint64_t full[S];
   alignas(8) uint64_t empty[S];
-  // Builder -> state: W and U of the chunk stored; state -> builder: W and U of the chunk read.
-  // (mbarriers rather than named barrier arrive / sync pairs: compute-sanitizer racecheck orders
-  // accesses by the former, and reported the latter's hand-off as races.)
-  alignas(8) uint64_t w_ready, w_free;
 };
 
 template <class Cfg>
@@ -245,9 +243,9 @@ CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
 
 constexpr int kBarS = 1;       // S of the chunk published (state and output warpgroups)
 constexpr int kBarV = 2;       // ṽ and v_new written; the output warpgroup done with Q S
-constexpr int kBarBuild = 3;   // the builder's own: rows past len zeroed
+constexpr int kBarZero = 3;    // the state warpgroup's own: rows past len zeroed
 constexpr int kConsumerThreads = 256;  // the two warpgroups at kBarS and kBarV
-constexpr int kConsumerWarps = 12;     // state, output and builder: each releases every stage
+constexpr int kConsumerWarps = 8;      // state and output: each releases every stage
 
 // The state warpgroup's column pairs: pair q (0-15) of its 128 x 32 S accumulator (columns
 // c, c + 1) is elements (so_pair_elem(q), + 1).
@@ -282,7 +280,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   constexpr int kStages = Cfg::kStages;
   using FullBar = cutlass::arch::ClusterTransactionBarrier;
   using EmptyBar = cutlass::arch::ClusterBarrier;
-  using HandOff = cutlass::arch::ClusterBarrier;  // w_ready / w_free: arrive-count barriers too
   extern __shared__ __align__(1024) char smem_raw[];
   auto& ss = *reinterpret_cast<SoSmem<Cfg>*>(smem_raw);
 
@@ -308,8 +305,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // all of their smem.
       EmptyBar::init(&ss.empty[s], kCluster * kConsumerWarps);
     }
-    HandOff::init(&ss.w_ready, 128);
-    HandOff::init(&ss.w_free, 128);
     cutlass::arch::fence_barrier_init();
   }
   if constexpr (kCluster > 1) {
@@ -331,7 +326,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   };
 
-  if (wg == 3) {
+  if (wg == 2) {
     // ---------------- producer
     cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
     if (tidx == 0) {
@@ -378,7 +373,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                 make_coord(_0{}, _0{}));
         Tensor gG = local_tile(domain_offset(make_coord(hv & ~3, row0), mG(_, _, batch)), Shape<_4, _64>{},
                                make_coord(_0{}, _0{}));
-        // The builder's tiles first.
+        // The tiles W and U are built from first.
         shared_copy(p.tma_t, bar, tt.partition_S(gT), tt.partition_D(sT));
         shared_copy(p.tma_kt, bar, tk.partition_S(gKt), tk.partition_D(sKt));
         copy(p.tma_v.with(bar), tv.partition_S(gV), tv.partition_D(sV));
@@ -388,79 +383,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
     }
     __syncwarp();
-  } else if (wg == 2) {
-    // ---------------- builder: U and W of each chunk, one chunk ahead of the state warpgroup
-    cutlass::arch::warpgroup_reg_alloc<Cfg::kBuilderRegs>();
-    typename Cfg::MmaW mma_w;
-    typename Cfg::MmaRows32 mma_u;
-    auto thr_w = mma_w.get_thread_slice(tidx);
-    auto thr_u = mma_u.get_thread_slice(tidx);
-    Tensor accW = partition_fragment_C(mma_w, Shape<_64, _128>{});
-    Tensor accU = partition_fragment_C(mma_u, Shape<_64, _32>{});
-    check_acc_layout(accW);
-    check_acc_layout(accU);
-    static_assert(decltype(size(accW))::value == 64 && decltype(size(accU))::value == 16);
-    Tensor cW = thr_w.partition_C(make_identity_tensor(Shape<_64, _128>{}));
-    Tensor cU = thr_u.partition_C(make_identity_tensor(Shape<_64, _32>{}));
-    const uint32_t w_base = cute::cast_smem_ptr_to_uint(ss.w.data());
-    // U's pairs (row, c), (row, c + 1) by shared-window address.
-    uint32_t u_st[8];
-    {
-      Tensor sUo = make_tensor(make_smem_ptr(ss.u.data()), typename Cfg::LayU{});
-      const uint32_t u_base = cute::cast_smem_ptr_to_uint(ss.u.data());
-      CUTE_UNROLL
-      for (int q = 0; q < 8; ++q) u_st[q] = u_base + smem_off(&sUo(get<0>(cU(2 * q)), get<1>(cU(2 * q))), ss.u.data());
-    }
-
-    for (int ci = 0; ci < nchunks; ++ci) {
-      const int s = ci % kStages;
-      const int len = chunk_len(ci);
-      FullBar::wait(&ss.full[s], (ci / kStages) & 1);
-      Tensor sKt = make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{});
-      Tensor sV = make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayU{});
-      if (len < kChunk) {
-        // K and V rows past len: zeros (they meet zero coefficients, and 0 x NaN need not be 0).
-        // The state warpgroup's update reads this Kᵀ after w_ready.
-        for (int x = tidx; x < (kChunk - len) * 128; x += 128) sKt(x % 128, len + x / 128) = E(0.f);
-        for (int x = tidx; x < (kChunk - len) * 32; x += 128) sV(len + x / 32, x % 32) = E(0.f);
-        cutlass::arch::fence_view_async_shared();
-        gpu::named_barrier_sync(kBarBuild, 128);
-      }
-      // U = T diag(beta) V and W = T diag(beta exp(g)) K, one batch of WGMMAs.
-      Tensor tUrA = thr_u.partition_fragment_A(make_tensor(make_smem_ptr(ss.t[s].data()), typename Cfg::LayP{}));
-      Tensor tWrA = thr_w.partition_fragment_A(make_tensor(make_smem_ptr(ss.t[s].data() + 64 * 64), typename Cfg::LayP{}));
-      Tensor tUrB = thr_u.partition_fragment_B(make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayVn{}));
-      Tensor tWrB = thr_w.partition_fragment_B(sKt);
-      warpgroup_fence_operand(accU);
-      warpgroup_fence_operand(accW);
-      warpgroup_arrive();
-      mma_u.accumulate_ = GMMA::ScaleOut::Zero;
-      mma_w.accumulate_ = GMMA::ScaleOut::Zero;
-      CUTE_UNROLL
-      for (int kb = 0; kb < size<2>(tUrA); ++kb) {
-        gemm(mma_u, tUrA(_, _, kb), tUrB(_, _, kb), accU);
-        gemm(mma_w, tWrA(_, _, kb), tWrB(_, _, kb), accW);
-        mma_u.accumulate_ = GMMA::ScaleOut::One;
-        mma_w.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(accU);
-      warpgroup_fence_operand(accW);
-      release(s);
-
-      // Into the single W / U buffers once the state warpgroup has read the previous chunk's.
-      if (ci > 0) HandOff::wait(&ss.w_free, (ci - 1) & 1);
-      CUTE_UNROLL
-      for (int q = 0; q < 8; ++q) sts32(u_st[q], pack2f<E>(accU(2 * q), accU(2 * q + 1)));
-      CUTE_UNROLL
-      for (int i = 0; i < size(accW); i += 2) {
-        const int r = get<0>(cW(i)), c = get<1>(cW(i));
-        sts32(w_base + rows_d_off(r, c), pack2f<E>(accW(i), accW(i + 1)));
-      }
-      cutlass::arch::fence_view_async_shared();
-      HandOff::arrive(&ss.w_ready);
-    }
   } else {
     Tensor sShi = make_tensor(make_smem_ptr(ss.s_hi.data()), typename Cfg::LayS{});
     Tensor sVt = make_tensor(make_smem_ptr(ss.vt.data()), typename Cfg::LayVt{});
@@ -469,20 +391,33 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (wg == 0) {
       // ---------------- state
       cutlass::arch::warpgroup_reg_alloc<Cfg::kStateRegs>();
-      typename Cfg::MmaRowsS mma_vn;
+      typename Cfg::MmaVnRs mma_vn;
       typename Cfg::MmaKeys mma_up;
+      typename Cfg::MmaW mma_w;
+      typename Cfg::MmaRows32 mma_u;
       auto thr_vn = mma_vn.get_thread_slice(tidx);
       auto thr_up = mma_up.get_thread_slice(tidx);
+      auto thr_w = mma_w.get_thread_slice(tidx);
+      auto thr_u = mma_u.get_thread_slice(tidx);
       Tensor tVNrB = thr_vn.partition_fragment_B(sShi);  // (MMA, 1, 8)
       Tensor tUPrB = thr_up.partition_fragment_B(sVt);  // (MMA, 1, 4)
+      // VN's accumulator starts each chunk as U (U = T diag(beta) V lands in it), and the product
+      // takes -W, so it ends as v_new = U - W S_hi.
       Tensor accVN = partition_fragment_C(mma_vn, Shape<_64, _32>{});
       Tensor accS = partition_fragment_C(mma_up, Shape<_128, _32>{});
+      Tensor accW = partition_fragment_C(mma_w, Shape<_64, _128>{});
+      Tensor aW = make_tensor<E>(typename Cfg::LayWFrag{});  // -W in 16 bits, VN's A operand
       Tensor cVN = thr_vn.partition_C(make_identity_tensor(Shape<_64, _32>{}));
       Tensor cS = thr_up.partition_C(make_identity_tensor(Shape<_128, _32>{}));
       check_acc_layout(accVN);
       check_acc_layout(accS);
+      check_acc_layout(accW);
       static_assert(decltype(size(accVN))::value == 16 && decltype(size(accS))::value == 32);
+      static_assert(decltype(size(accW))::value == 64 && decltype(size(aW))::value == 64);
       static_assert(decltype(stride<1>(accS.layout()))::value == 16);
+      static_assert(std::is_same_v<decltype(partition_fragment_C(mma_u, Shape<_64, _32>{}).layout()),
+                                   decltype(accVN.layout())>,
+                    "U's accumulator must be VN's");
 
       CUTE_UNROLL
       for (int i = 0; i < size(accS); ++i) {
@@ -492,28 +427,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                       : 0.f;
       }
       // Shared-window addresses, once: the S pair (c, key) for the 16 state pairs, and for the 8
-      // VN pairs ṽ (c, row), v_new (c, row), U (row, c).
+      // VN pairs ṽ (c, row) and v_new (c, row).
       // S pair q at s_pair[so_s_hi_base(q)] + so_s_hi_imm(q): kept as 16 offsets, they were
       // recomputed from the swizzle every chunk (~60 instructions between the update and kBarS).
       const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
       const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vt.data());
       const uint32_t vn_base = cute::cast_smem_ptr_to_uint(ss.vn.data());
-      uint32_t s_pair[4], vt_off[8], vn_off[8], u_addr[8];
+      uint32_t s_pair[4], vt_off[8], vn_off[8];
       CUTE_UNROLL
       for (int j = 0; j < 4; ++j) {
         const int i = so_pair_elem(2 * j);
         s_pair[j] = s_hi_base + smem_off(&sShi(get<1>(cS(i)), get<0>(cS(i))), ss.s_hi.data());
       }
-      {
-        Tensor sU = make_tensor(make_smem_ptr(ss.u.data()), typename Cfg::LayU{});
-        const uint32_t u_base = cute::cast_smem_ptr_to_uint(ss.u.data());
-        CUTE_UNROLL
-        for (int q = 0; q < 8; ++q) {
-          const int row = get<0>(cVN(2 * q)), c = get<1>(cVN(2 * q));
-          vt_off[q] = vt_base + smem_off(&sVt(c, row), ss.vt.data());
-          vn_off[q] = vn_base + smem_off(&sVn(c, row), ss.vn.data());
-          u_addr[q] = u_base + smem_off(&sU(row, c), ss.u.data());
-        }
+      CUTE_UNROLL
+      for (int q = 0; q < 8; ++q) {
+        const int row = get<0>(cVN(2 * q)), c = get<1>(cVN(2 * q));
+        vt_off[q] = vt_base + smem_off(&sVt(c, row), ss.vt.data());
+        vn_off[q] = vn_base + smem_off(&sVn(c, row), ss.vn.data());
       }
       // The thread's two accumulator rows (pairs q with q & 1 == 0 and == 1).
       const int row_a = get<0>(cVN(0)), row_b = get<0>(cVN(2));
@@ -526,30 +456,78 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
         cutlass::arch::fence_view_async_shared();
       };
+      // Chunk ci's stage loaded, with K and V rows past len zeroed (they meet zero coefficients
+      // and ṽ rows that are 0, and 0 x NaN need not be 0). Past the last chunk: nothing to wait
+      // for; the products then read a stage's stale tiles and their results go unused (WGMMAs
+      // under a branch that ptxas cannot prove uniform get serialized, so they are issued always).
+      auto stage_ready = [&](int ci) {
+        if (ci >= nchunks) return;
+        const int s = ci % kStages, len = chunk_len(ci);
+        FullBar::wait(&ss.full[s], (ci / kStages) & 1);
+        if (len < kChunk) {
+          Tensor sKt = make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{});
+          Tensor sV = make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayU{});
+          for (int x = tidx; x < (kChunk - len) * 128; x += 128) sKt(x % 128, len + x / 128) = E(0.f);
+          for (int x = tidx; x < (kChunk - len) * 32; x += 128) sV(len + x / 32, x % 32) = E(0.f);
+          cutlass::arch::fence_view_async_shared();
+          gpu::named_barrier_sync(kBarZero, 128);
+        }
+      };
+      // W = T diag(beta exp(g)) K of chunk ci into accW (a WGMMA batch, committed, not waited).
+      auto issue_w = [&](int ci) {
+        const int s = ci % kStages;
+        Tensor sC1 = make_tensor(make_smem_ptr(ss.t[s].data() + 64 * 64), typename Cfg::LayP{});
+        Tensor tWrA = thr_w.partition_fragment_A(sC1);
+        Tensor tWrB = thr_w.partition_fragment_B(make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{}));
+        warpgroup_fence_operand(accW);
+        warpgroup_arrive();
+        mma_w.accumulate_ = GMMA::ScaleOut::Zero;
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tWrA); ++kb) {
+          gemm(mma_w, tWrA(_, _, kb), tWrB(_, _, kb), accW);
+          mma_w.accumulate_ = GMMA::ScaleOut::One;
+        }
+        warpgroup_commit_batch();
+      };
+      // U = T diag(beta) V of chunk ci (its 32 columns) into accVN (committed, not waited).
+      auto issue_u = [&](int ci) {
+        const int s = ci % kStages;
+        Tensor tUrA = thr_u.partition_fragment_A(make_tensor(make_smem_ptr(ss.t[s].data()), typename Cfg::LayP{}));
+        Tensor tUrB = thr_u.partition_fragment_B(make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayVn{}));
+        warpgroup_fence_operand(accVN);
+        warpgroup_arrive();
+        mma_u.accumulate_ = GMMA::ScaleOut::Zero;
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tUrA); ++kb) {
+          gemm(mma_u, tUrA(_, _, kb), tUrB(_, _, kb), accVN);
+          mma_u.accumulate_ = GMMA::ScaleOut::One;
+        }
+        warpgroup_commit_batch();
+      };
+      // -W to 16 bits, VN's A operand (once the batch that built W has completed).
+      auto convert_w = [&]() {
+        warpgroup_fence_operand(accW);
+        CUTE_UNROLL
+        for (int i = 0; i < size(accW); ++i) aW(i) = static_cast<E>(-accW(i));
+      };
 
+      stage_ready(0);
+      issue_w(0);
+      issue_u(0);
+      warpgroup_wait<0>();
+      convert_w();
       publish();
       for (int ci = 0; ci < nchunks; ++ci) {
         const int s = ci % kStages;
         const int len = chunk_len(ci);
         gpu::named_barrier_sync(kBarS, kConsumerThreads);
-        FullBar::wait(&ss.full[s], (ci / kStages) & 1);
-        HandOff::wait(&ss.w_ready, ci & 1);
-        // U's pairs, issued before the VN batch: loaded after it, ptxas placed their use (the
-        // unpack) between the WGMMAs, whose issue then waited out the loads' latency.
-        uint32_t u_pair[8];
-        CUTE_UNROLL
-        for (int q = 0; q < 8; ++q) u_pair[q] = lds32(u_addr[q]);
 
-        // VN = W S_hi over the 128 keys.
-        Tensor tA = thr_vn.partition_fragment_A(make_tensor(make_smem_ptr(ss.w.data()), typename Cfg::LayRowsD{}));
+        // v_new = U - W S_hi over the 128 keys (accVN holds U).
         warpgroup_fence_operand(accVN);
+        warpgroup_fence_operand(aW);
         warpgroup_arrive();
-        mma_vn.accumulate_ = GMMA::ScaleOut::Zero;
         CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(tA); ++kb) {
-          gemm(mma_vn, tA(_, _, kb), tVNrB(_, _, kb), accVN);
-          mma_vn.accumulate_ = GMMA::ScaleOut::One;
-        }
+        for (int kb = 0; kb < size<2>(aW); ++kb) gemm(mma_vn, aW(_, _, kb), tVNrB(_, _, kb), accVN);
         warpgroup_commit_batch();
         // While the tensor cores work: the gates of this thread's rows.
         const float* gs = ss.g[s].data();
@@ -565,36 +543,41 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         warpgroup_fence_operand(accS);
         warpgroup_wait<0>();
         warpgroup_fence_operand(accVN);
-        // W and U read: the builder may store the next chunk's.
-        if (ci + 1 < nchunks) HandOff::arrive(&ss.w_free);
 
-        // v_new = U - W S_hi (0 past len), ṽ = diag(exp(g_last - g)) v_new.
+        // v_new (0 past len) and ṽ = diag(exp(g_last - g)) v_new, in 16 bits.
         CUTE_UNROLL
         for (int q = 0; q < 8; ++q) {
           const bool ok = (q & 1) ? ok_b : ok_a;
           const float ex = (q & 1) ? ex_b : ex_a;
-          const float2 u = unpack2f<E>(u_pair[q]);
           const int i = 2 * q;
-          const float vn0 = ok ? u.x - accVN(i) : 0.f;
-          const float vn1 = ok ? u.y - accVN(i + 1) : 0.f;
+          const float vn0 = ok ? accVN(i) : 0.f;
+          const float vn1 = ok ? accVN(i + 1) : 0.f;
           sts32(vt_off[q], pack2f<E>(vn0 * ex, vn1 * ex));
           sts32(vn_off[q], pack2f<E>(vn0, vn1));
         }
         cutlass::arch::fence_view_async_shared();
         gpu::named_barrier_sync(kBarV, kConsumerThreads);
 
-        // S = exp(g_last) S + Kᵀ ṽ (S decayed above; Kᵀ's columns past len zeroed by
-        // the builder).
+        // S = exp(g_last) S + Kᵀ ṽ (S decayed above; Kᵀ's columns past len zeroed).
         Tensor tAk = thr_up.partition_fragment_A(make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{}));
         warpgroup_fence_operand(accS);
         warpgroup_arrive();
         CUTE_UNROLL
         for (int kb = 0; kb < size<2>(tAk); ++kb) gemm(mma_up, tAk(_, _, kb), tUPrB(_, _, kb), accS);
         warpgroup_commit_batch();
-        warpgroup_wait<0>();
+        // The next chunk's W and U, queued behind the update (the tensor cores run a warpgroup's
+        // batches in order): W behind VN instead, running while the epilogue does, delayed the
+        // update and measured 0.99x; W's two 64-key halves behind VN and behind the update 0.98x
+        // (H200, bench/RESULTS.md 2026-11-28 session 18).
+        stage_ready(ci + 1);
+        issue_w(ci + 1);
+        issue_u(ci + 1);  // into accVN, read above
+        warpgroup_wait<2>();  // the update
         warpgroup_fence_operand(accS);
         release(s);
-        if (ci + 1 < nchunks) publish();
+        publish();  // after the last chunk too: harmless, and no branch around the products
+        warpgroup_wait<0>();
+        convert_w();
       }
       if (p.fin.defined()) {
         CUTE_UNROLL
