@@ -1,8 +1,8 @@
 // Host-side checks of the sm90 Gated DeltaNet state/output kernel's shared-memory address
 // arithmetic, against CuTe's own layouts (no GPU needed, so CI runs them). The kernel stores its
-// S_hi pairs at four per-thread base addresses plus compile-time immediates
-// (so_s_hi_base / so_s_hi_imm); a change of LayS or of the state warpgroup's MMA that broke that
-// decomposition would store S_hi at wrong addresses.
+// S_hi pairs and its ṽ / v_new pairs at four per-thread base addresses each plus compile-time
+// immediates (so_s_hi_base / so_s_hi_imm, so_vt_imm); a change of LayS, LayVt or of the state
+// warpgroup's MMAs that broke those decompositions would store at wrong addresses.
 #include <gtest/gtest.h>
 
 #include <cute/tensor.hpp>
@@ -47,10 +47,40 @@ void check_s_hi_pairs() {
   }
 }
 
+// Byte offset of the VN pair q (elements 2 q, 2 q + 1 of the state warpgroup's 64 x 32 VN
+// accumulator) of thread t in ṽ (LayVt), as the kernel indexes it.
+template <class E>
+int vt_pair_offset(int t, int q) {
+  using Cfg = sm90::SoCfg<E, 2>;
+  alignas(1024) static E tile[32 * 64];
+  Tensor sVt = make_tensor(make_smem_ptr(tile), typename Cfg::LayVt{});
+  typename Cfg::MmaVnRs mma;
+  Tensor cVN = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_64, _32>{}));
+  const int row = get<0>(cVN(2 * q)), c = get<1>(cVN(2 * q));
+  EXPECT_EQ(get<0>(cVN(2 * q + 1)), row);
+  EXPECT_EQ(get<1>(cVN(2 * q + 1)), c + 1);
+  return static_cast<int>(reinterpret_cast<const char*>(raw_pointer_cast(&sVt(c, row))) -
+                          reinterpret_cast<const char*>(tile));
+}
+
+template <class E>
+void check_vt_pairs() {
+  for (int t = 0; t < 128; ++t) {
+    for (int q = 0; q < 8; ++q) {
+      ASSERT_EQ(vt_pair_offset<E>(t, q), vt_pair_offset<E>(t, q & ~1) + static_cast<int>(sm90::so_vt_imm(q)))
+          << "thread " << t << ", pair " << q;
+    }
+  }
+}
+
 TEST(GdnStateOutputSm90Layout, SHiPairsAtFourBasesPlusImmediatesBf16) {
   check_s_hi_pairs<cutlass::bfloat16_t>();
 }
 
 TEST(GdnStateOutputSm90Layout, SHiPairsAtFourBasesPlusImmediatesFp16) { check_s_hi_pairs<cutlass::half_t>(); }
+
+TEST(GdnStateOutputSm90Layout, VtPairsAtFourBasesPlusImmediatesBf16) { check_vt_pairs<cutlass::bfloat16_t>(); }
+
+TEST(GdnStateOutputSm90Layout, VtPairsAtFourBasesPlusImmediatesFp16) { check_vt_pairs<cutlass::half_t>(); }
 
 }  // namespace

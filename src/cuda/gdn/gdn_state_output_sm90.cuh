@@ -27,11 +27,11 @@
 //   from C (building them here instead of in the intra stage halves what that stage writes: C is
 //   256 bytes per row and value head, W and U were 512; at T = 16k the intra stage went
 //   285 -> 178 us, H100, bench/RESULTS.md 2026-11-27 session 16). Per chunk:
-//     VN: v_new = U - W S_hi (64 x 32: 8 WGMMAs over the keys, A = -W from registers, S_hi as this
-//       warpgroup published it in shared memory, the accumulator starting as U);
+//     VN: v_new = U - W S_hi (64 x 32: 8 WGMMAs over the keys, A = W from registers, negated by the
+//       WGMMA, S_hi as this warpgroup published it in shared memory, the accumulator starting as U);
 //     ṽ = diag(exp(g_last - g)) v_new, stored in 16 bits (v_new too, for WG1);
 //     S = exp(g_last) S + Kᵀ ṽ (M = 128 keys: 2 x 4 WGMMAs, A = Kᵀ MN-major);
-//     the next chunk's W = T diag(beta exp(g)) K (into accumulators, then -W to 16 bits as VN's A
+//     the next chunk's W = T diag(beta exp(g)) K (into accumulators, then to 16 bits as VN's A
 //       operand) and U = T diag(beta) V (into VN's accumulator);
 //     S_hi of the new state published for the next chunk.
 //   A fourth warpgroup used to build W and U a chunk ahead and hand them over through shared
@@ -129,9 +129,10 @@ struct SoCfg {
 
   using MmaRowsS = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _128>, GMMA::Major::K, GMMA::Major::MN>()));
-  // W S_hi with W from registers (the state warpgroup builds W in its accumulators).
-  using MmaVnRs = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<E, E, float, Shape<_64, _32, _128>, GMMA::Major::K, GMMA::Major::MN>()));
+  // -W S_hi with W from registers (the state warpgroup builds W in its accumulators; the WGMMA
+  // negates A, which spares 64 negations a chunk).
+  using MmaVnRs = decltype(make_tiled_mma(GMMA::rs_op_selector<E, E, float, Shape<_64, _32, _128>, GMMA::Major::K,
+                                                               GMMA::Major::MN, GMMA::ScaleIn::Neg, GMMA::ScaleIn::One>()));
   // An m64 x 128 fp32 accumulator holds the same (row, column) pairs in the same register order as
   // the 8 m64 x k16 A fragments of a 128-deep RS product (element e + 4 blk: column 8 blk + ...).
   using LayWFrag = Layout<Shape<Shape<_2, _2, _2>, _1, _8>, Stride<Stride<_1, _2, _4>, _0, _8>>;
@@ -181,8 +182,7 @@ struct SoSmem {
   cute::array_aligned<E, 32 * 64, 1024> v[S];  // the CTA's V slice
   cute::array_aligned<float, 4 * 64, 128> g[S];
   cute::array_aligned<E, 32 * 128, 1024> s_hi;  // S rounded to 16 bits
-  cute::array_aligned<E, 32 * 64, 1024> vt;   // ṽ
-  cute::array_aligned<E, 32 * 64, 1024> vn;
+  cute::array_aligned<E, 2 * 32 * 64, 1024> vtn;  // ṽ, then v_new (2 x 4 KB, LayVt = LayVn)
   alignas(8) uint64_t full[S];
   alignas(8) uint64_t empty[S];
 };
@@ -255,6 +255,10 @@ constexpr int so_pair_elem(int q) { return 2 * (q & 7) + 16 * (q >> 3); }
 // tests/layout/gdn_state_output_sm90_layout_test.cu checks this against CuTe on the host.
 constexpr int so_s_hi_base(int q) { return (q >> 1) & 3; }
 constexpr uint32_t so_s_hi_imm(int q) { return 512u * (q & 1) + 4096u * (q >> 3); }
+// The VN pairs: pair q (0-7) of the 64 x 32 VN accumulator is elements (2 q, 2 q + 1); in ṽ (LayVt)
+// it goes so_vt_imm(q) bytes past pair q & ~1 (the thread's second row is 8 rows on). v_new (LayVn,
+// the same layout) goes kVnFromVt bytes past ṽ. Checked by the same host test.
+constexpr uint32_t so_vt_imm(int q) { return 512u * (q & 1); }
 
 // The accumulator fragments here are ((2, 2, N/8), MMA_M, 1), compact: element
 // e + 4 blk + (N / 2) m holds column 8 blk + 2 t + (e & 1) of row block m.
@@ -385,8 +389,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     __syncwarp();
   } else {
     Tensor sShi = make_tensor(make_smem_ptr(ss.s_hi.data()), typename Cfg::LayS{});
-    Tensor sVt = make_tensor(make_smem_ptr(ss.vt.data()), typename Cfg::LayVt{});
-    Tensor sVn = make_tensor(make_smem_ptr(ss.vn.data()), typename Cfg::LayVn{});
+    Tensor sVt = make_tensor(make_smem_ptr(ss.vtn.data()), typename Cfg::LayVt{});
+    Tensor sVn = make_tensor(make_smem_ptr(ss.vtn.data() + 32 * 64), typename Cfg::LayVn{});
 
     if (wg == 0) {
       // ---------------- state
@@ -402,11 +406,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Tensor tVNrB = thr_vn.partition_fragment_B(sShi);  // (MMA, 1, 8)
       Tensor tUPrB = thr_up.partition_fragment_B(sVt);  // (MMA, 1, 4)
       // VN's accumulator starts each chunk as U (U = T diag(beta) V lands in it), and the product
-      // takes -W, so it ends as v_new = U - W S_hi.
+      // negates W, so it ends as v_new = U - W S_hi.
       Tensor accVN = partition_fragment_C(mma_vn, Shape<_64, _32>{});
       Tensor accS = partition_fragment_C(mma_up, Shape<_128, _32>{});
       Tensor accW = partition_fragment_C(mma_w, Shape<_64, _128>{});
-      Tensor aW = make_tensor<E>(typename Cfg::LayWFrag{});  // -W in 16 bits, VN's A operand
+      Tensor aW = make_tensor<E>(typename Cfg::LayWFrag{});  // W in 16 bits, VN's A operand
       Tensor cVN = thr_vn.partition_C(make_identity_tensor(Shape<_64, _32>{}));
       Tensor cS = thr_up.partition_C(make_identity_tensor(Shape<_128, _32>{}));
       check_acc_layout(accVN);
@@ -427,23 +431,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                       : 0.f;
       }
       // Shared-window addresses, once: the S pair (c, key) for the 16 state pairs, and for the 8
-      // VN pairs ṽ (c, row) and v_new (c, row).
-      // S pair q at s_pair[so_s_hi_base(q)] + so_s_hi_imm(q): kept as 16 offsets, they were
-      // recomputed from the swizzle every chunk (~60 instructions between the update and kBarS).
+      // VN pairs ṽ (c, row) and v_new (c, row), as bases plus immediates. Kept as 16 S offsets,
+      // they were recomputed from the swizzle every chunk (~60 instructions between the update and
+      // kBarS); kept as 16 ṽ / v_new offsets, ~80 instructions among the VN WGMMAs.
+      // S pair q at s_pair[so_s_hi_base(q)] + so_s_hi_imm(q); ṽ pair q at vt_pair[q >> 1] +
+      // so_vt_imm(q), its v_new kVnFromVt further.
       const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
-      const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vt.data());
-      const uint32_t vn_base = cute::cast_smem_ptr_to_uint(ss.vn.data());
-      uint32_t s_pair[4], vt_off[8], vn_off[8];
+      const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vtn.data());
+      constexpr uint32_t kVnFromVt = 32 * 64 * sizeof(E);
+      static_assert(std::is_same_v<typename Cfg::LayVt, typename Cfg::LayVn>);
+      uint32_t s_pair[4], vt_pair[4];
       CUTE_UNROLL
       for (int j = 0; j < 4; ++j) {
         const int i = so_pair_elem(2 * j);
         s_pair[j] = s_hi_base + smem_off(&sShi(get<1>(cS(i)), get<0>(cS(i))), ss.s_hi.data());
-      }
-      CUTE_UNROLL
-      for (int q = 0; q < 8; ++q) {
-        const int row = get<0>(cVN(2 * q)), c = get<1>(cVN(2 * q));
-        vt_off[q] = vt_base + smem_off(&sVt(c, row), ss.vt.data());
-        vn_off[q] = vn_base + smem_off(&sVn(c, row), ss.vn.data());
+        const int row = get<0>(cVN(4 * j)), c = get<1>(cVN(4 * j));
+        vt_pair[j] = vt_base + smem_off(&sVt(c, row), ss.vtn.data());
       }
       // The thread's two accumulator rows (pairs q with q & 1 == 0 and == 1).
       const int row_a = get<0>(cVN(0)), row_b = get<0>(cVN(2));
@@ -504,11 +507,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
         warpgroup_commit_batch();
       };
-      // -W to 16 bits, VN's A operand (once the batch that built W has completed).
+      // W to 16 bits, VN's A operand (once the batch that built W has completed).
       auto convert_w = [&]() {
         warpgroup_fence_operand(accW);
         CUTE_UNROLL
-        for (int i = 0; i < size(accW); ++i) aW(i) = static_cast<E>(-accW(i));
+        for (int i = 0; i < size(accW); ++i) aW(i) = static_cast<E>(accW(i));
       };
 
       stage_ready(0);
@@ -552,8 +555,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const int i = 2 * q;
           const float vn0 = ok ? accVN(i) : 0.f;
           const float vn1 = ok ? accVN(i + 1) : 0.f;
-          sts32(vt_off[q], pack2f<E>(vn0 * ex, vn1 * ex));
-          sts32(vn_off[q], pack2f<E>(vn0, vn1));
+          const uint32_t addr = vt_pair[q >> 1] + so_vt_imm(q);
+          sts32(addr, pack2f<E>(vn0 * ex, vn1 * ex));
+          sts32(addr + kVnFromVt, pack2f<E>(vn0, vn1));
         }
         cutlass::arch::fence_view_async_shared();
         gpu::named_barrier_sync(kBarV, kConsumerThreads);
