@@ -569,19 +569,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         CUTE_UNROLL
         for (int kb = 0; kb < size<2>(tAk); ++kb) gemm(mma_up, tAk(_, _, kb), tUPrB(_, _, kb), accS);
         warpgroup_commit_batch();
-        // The next chunk's W and U, queued behind the update (the tensor cores run a warpgroup's
-        // batches in order): W behind VN instead, running while the epilogue does, delayed the
-        // update and measured 0.99x; W's two 64-key halves behind VN and behind the update 0.98x
-        // (H200, bench/RESULTS.md 2026-11-28 session 18).
+        // The next chunk's W queued behind the update, its U once S_hi is published (the tensor
+        // cores run a warpgroup's batches in order): W behind VN instead, running while the
+        // epilogue does, delayed the update (0.99x); W's two 64-key halves behind VN and behind
+        // the update 0.98x. U's WGMMAs issued before the publish stalled their issue until W's
+        // were under way, and the publish with them; the stage released before the publish put the
+        // remote arrive's operand on the publish's registers (a WAR wait). Issuing U after the
+        // publish and releasing after it took this kernel from 314 to 293 us at T = 16k (H200,
+        // bench/RESULTS.md 2026-11-28 session 18).
         stage_ready(ci + 1);
         issue_w(ci + 1);
-        issue_u(ci + 1);  // into accVN, read above
-        warpgroup_wait<2>();  // the update
+        warpgroup_wait<1>();  // the update
         warpgroup_fence_operand(accS);
-        release(s);
         publish();  // after the last chunk too: harmless, and no branch around the products
-        warpgroup_wait<0>();
+        release(s);
+        issue_u(ci + 1);  // into accVN, read above
+        warpgroup_wait<1>();  // W
         convert_w();
+        warpgroup_wait<0>();  // U
       }
       if (p.fin.defined()) {
         CUTE_UNROLL
