@@ -10,7 +10,9 @@
 //   when published): without them this kernel went 358 -> 326 us at T = 16k and the forward
 //   1.056x faster (1.066x on 8 uneven sequences), while the final state's relative L2 against the
 //   fp32 recurrence went 1.67e-3 -> 1.91e-3 (fla: 2.50e-3) and o's stayed 2.91e-3 (fla: 3.33e-3)
-//   (H200, bench/RESULTS.md 2026-11-28 session 18). fla rounds ṽ to 16 bits there too.
+//   (H200, bench/RESULTS.md 2026-11-28 session 18). fla rounds ṽ to 16 bits there too. U, since
+//   kept in fp32 (VN's accumulator starts as U instead of reading a 16-bit U from shared memory),
+//   brought the final state's error back to 1.67e-3 (o 2.88e-3), the same session.
 // - Q S with S_lo too cost a second store per S pair on the chain and 8 more WGMMAs a chunk in
 //   WG1: without it the kernel went from ~344 to ~302 us at T = 16k and the forward ran 1.055-1.075x
 //   faster (H100), while o's relative L2 against the fp32 recurrence stayed 2.9e-3 (bench/RESULTS.md,
@@ -576,7 +578,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         // were under way, and the publish with them; the stage released before the publish put the
         // remote arrive's operand on the publish's registers (a WAR wait). Issuing U after the
         // publish and releasing after it took this kernel from 314 to 293 us at T = 16k (H200,
-        // bench/RESULTS.md 2026-11-28 session 18).
+        // bench/RESULTS.md 2026-11-28 session 18). Slower there: the wait for the next stage
+        // under VN's latency (0.965x), S_hi's fence after U's issue and W's conversion (0.977x).
         stage_ready(ci + 1);
         issue_w(ci + 1);
         warpgroup_wait<1>();  // the update
