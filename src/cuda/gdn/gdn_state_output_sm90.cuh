@@ -65,8 +65,8 @@
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
 // the tensor's end): C, Q, P and g rows only reach rows that are never stored or are selected
 // away (C's rows < len are zero past the diagonal); the state warpgroup zeroes Kᵀ columns and V
-// rows past len in shared memory, since they meet zero coefficients and ṽ rows that are 0, and 0 x NaN need
-// not be 0.
+// rows past len in shared memory, since they meet zero coefficients and ṽ rows that are 0, and
+// 0 x NaN need not be 0.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -108,7 +108,7 @@ struct SoCfg {
   static constexpr int kStateRegs = 240;
   static constexpr int kOutputRegs = 104;
   static_assert(kProducerRegs + kStateRegs + kOutputRegs <= 65536 / 128);
-  // (row, key) tiles, keys contiguous: W (built) and Q, the K-major A operands of W S and Q S; and
+  // (row, key) tiles, keys contiguous: Q, the K-major A operand of Q S; and
   // (row, j) the coefficients [T diag(beta) | T diag(beta exp(g))], whose two 64-column halves are
   // each a LayP tile (the A operands of U and W).
   using LayRowsD = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _128>{}));
@@ -134,7 +134,8 @@ struct SoCfg {
   // -W S_hi with W from registers (the state warpgroup builds W in its accumulators; the WGMMA
   // negates A, which spares 64 negations a chunk).
   using MmaVnRs = decltype(make_tiled_mma(GMMA::rs_op_selector<E, E, float, Shape<_64, _32, _128>, GMMA::Major::K,
-                                                               GMMA::Major::MN, GMMA::ScaleIn::Neg, GMMA::ScaleIn::One>()));
+                                                               GMMA::Major::MN, GMMA::ScaleIn::Neg,
+                                                               GMMA::ScaleIn::One>()));
   // An m64 x 128 fp32 accumulator holds the same (row, column) pairs in the same register order as
   // the 8 m64 x k16 A fragments of a 128-deep RS product (element e + 4 blk: column 8 blk + ...).
   using LayWFrag = Layout<Shape<Shape<_2, _2, _2>, _1, _8>, Stride<Stride<_1, _2, _4>, _0, _8>>;
@@ -205,16 +206,11 @@ struct SoParams {
   float scale;
 };
 
-// 32-bit shared-memory accesses by shared-window address: the epilogues use offsets computed once
+// 32-bit shared-memory stores by shared-window address: the epilogues use offsets computed once
 // per thread (CuTe's swizzled indexing through generic pointers cost ~100 instructions per element
 // on the chunk loop's critical path).
 CUTE_DEVICE void sts32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-CUTE_DEVICE uint32_t lds32(uint32_t addr) {
-  uint32_t v;
-  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-  return v;
 }
 template <class E>
 CUTE_DEVICE uint32_t pack2f(float lo, float hi);
@@ -227,16 +223,6 @@ template <>
 CUTE_DEVICE uint32_t pack2f<cutlass::half_t>(float lo, float hi) {
   const __half2 x = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&x);
-}
-template <class E>
-CUTE_DEVICE float2 unpack2f(uint32_t v);
-template <>
-CUTE_DEVICE float2 unpack2f<cutlass::bfloat16_t>(uint32_t v) {
-  return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
-}
-template <>
-CUTE_DEVICE float2 unpack2f<cutlass::half_t>(uint32_t v) {
-  return __half22float2(*reinterpret_cast<const __half2*>(&v));
 }
 template <class T>
 CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
@@ -269,13 +255,6 @@ CUTE_DEVICE void check_acc_layout(const Frag& f) {
   static_assert(decltype(stride<0, 0>(f.layout()))::value == 1 && decltype(stride<0, 1>(f.layout()))::value == 2 &&
                     decltype(stride<0, 2>(f.layout()))::value == 4,
                 "accumulator must be compact");
-}
-
-// Byte offset of (row, col) in a 64 x 128 16-bit tile (LayRowsD) of 1024-byte-aligned base: CuTe's
-// Layout_K_SW128_Atom tiled along the rows first, 8-row atoms whose 16-byte pieces XOR the row % 8
-// (checked against CuTe's layout on the host when written).
-CUTE_DEVICE uint32_t rows_d_off(int r, int c) {
-  return (c >> 6) * 8192 + r * 128 + ((((c >> 3) & 7) ^ (r & 7)) << 4) + (c & 7) * 2;
 }
 
 template <class Cfg>
