@@ -131,15 +131,7 @@ CUTE_DEVICE void store_rows64(E* dst, int64_t st, int len, int r0, int t, F&& va
 // acc = A B (this warpgroup's m64n64 tile; A, B partitioned smem fragments, k-blocks in mode 2).
 template <class Mma, class Acc, class A, class B>
 CUTE_DEVICE void wg_gemm(Mma& mma, Acc& acc, const A& a, const B& b) {
-  warpgroup_fence_operand(acc);
-  warpgroup_arrive();
-  mma.accumulate_ = GMMA::ScaleOut::Zero;
-  CUTE_UNROLL
-  for (int kb = 0; kb < size<2>(a); ++kb) {
-    gemm(mma, a(_, _, kb), b(_, _, kb), acc);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
+  wg_issue(mma, acc, a, b);
   warpgroup_wait<0>();
   warpgroup_fence_operand(acc);
 }

@@ -224,6 +224,20 @@ CUTE_DEVICE uint32_t pack2f<cutlass::half_t>(float lo, float hi) {
   const __half2 x = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&x);
 }
+// One WGMMA batch acc = A B (this warpgroup's tile; A, B partitioned fragments, k-blocks in mode
+// 2), committed, not waited for.
+template <class Mma, class Acc, class A, class B>
+CUTE_DEVICE void wg_issue(Mma& mma, Acc& acc, const A& a, const B& b) {
+  warpgroup_fence_operand(acc);
+  warpgroup_arrive();
+  mma.accumulate_ = GMMA::ScaleOut::Zero;
+  CUTE_UNROLL
+  for (int kb = 0; kb < size<2>(a); ++kb) {
+    gemm(mma, a(_, _, kb), b(_, _, kb), acc);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+}
 template <class T>
 CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
   return cute::cast_smem_ptr_to_uint(p) - cute::cast_smem_ptr_to_uint(base);
@@ -463,30 +477,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         Tensor sC1 = make_tensor(make_smem_ptr(ss.t[s].data() + 64 * 64), typename Cfg::LayP{});
         Tensor tWrA = thr_w.partition_fragment_A(sC1);
         Tensor tWrB = thr_w.partition_fragment_B(make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{}));
-        warpgroup_fence_operand(accW);
-        warpgroup_arrive();
-        mma_w.accumulate_ = GMMA::ScaleOut::Zero;
-        CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(tWrA); ++kb) {
-          gemm(mma_w, tWrA(_, _, kb), tWrB(_, _, kb), accW);
-          mma_w.accumulate_ = GMMA::ScaleOut::One;
-        }
-        warpgroup_commit_batch();
+        wg_issue(mma_w, accW, tWrA, tWrB);
       };
       // U = T diag(beta) V of chunk ci (its 32 columns) into accVN (committed, not waited).
       auto issue_u = [&](int ci) {
         const int s = ci % kStages;
         Tensor tUrA = thr_u.partition_fragment_A(make_tensor(make_smem_ptr(ss.t[s].data()), typename Cfg::LayP{}));
         Tensor tUrB = thr_u.partition_fragment_B(make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayVn{}));
-        warpgroup_fence_operand(accVN);
-        warpgroup_arrive();
-        mma_u.accumulate_ = GMMA::ScaleOut::Zero;
-        CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(tUrA); ++kb) {
-          gemm(mma_u, tUrA(_, _, kb), tUrB(_, _, kb), accVN);
-          mma_u.accumulate_ = GMMA::ScaleOut::One;
-        }
-        warpgroup_commit_batch();
+        wg_issue(mma_u, accVN, tUrA, tUrB);
       };
       // W to 16 bits, VN's A operand (once the batch that built W has completed).
       auto convert_w = [&]() {
@@ -610,29 +608,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         gpu::named_barrier_sync(kBarS, kConsumerThreads);
         FullBar::wait(&ss.full[s], (ci / kStages) & 1);
         Tensor tA = thr_o.partition_fragment_A(make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayRowsD{}));
-        warpgroup_fence_operand(accO);
-        warpgroup_arrive();
-        mma_o.accumulate_ = GMMA::ScaleOut::Zero;
-        CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(tA); ++kb) {
-          gemm(mma_o, tA(_, _, kb), tOrBhi(_, _, kb), accO);
-          mma_o.accumulate_ = GMMA::ScaleOut::One;
-        }
-        warpgroup_commit_batch();
+        wg_issue(mma_o, accO, tA, tOrBhi);
         warpgroup_wait<0>();
         warpgroup_fence_operand(accO);
         gpu::named_barrier_sync(kBarV, kConsumerThreads);
 
         Tensor tAp = thr_pv.partition_fragment_A(make_tensor(make_smem_ptr(ss.p[s].data()), typename Cfg::LayP{}));
-        warpgroup_fence_operand(accPV);
-        warpgroup_arrive();
-        mma_pv.accumulate_ = GMMA::ScaleOut::Zero;
-        CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(tAp); ++kb) {
-          gemm(mma_pv, tAp(_, _, kb), tPVrB(_, _, kb), accPV);
-          mma_pv.accumulate_ = GMMA::ScaleOut::One;
-        }
-        warpgroup_commit_batch();
+        wg_issue(mma_pv, accPV, tAp, tPVrB);
         warpgroup_wait<0>();
         warpgroup_fence_operand(accPV);
 
