@@ -17,23 +17,30 @@ namespace {
 using namespace cute;
 namespace sm90 = attnkit::gdn_cuda::sm90;
 
-// Byte offset of the S pair q of thread t, as the kernel indexes S_hi: through a shared-memory
-// pointer to a 1024-byte aligned tile (the swizzle acts on the address; evaluated on its own, the
-// composed layout applies it in other units).
+// Byte offset, in a 1024-byte aligned tile of the kernel's 16-bit layout Lay indexed (column,
+// row), of the accumulator pair whose first element is i (its (row, column) in the thread's
+// coordinates c; the pair's second element must be the next column). The offset is taken through
+// a shared-memory pointer, as the kernel indexes the tile (the swizzle acts on the address;
+// evaluated on its own, the composed layout applies it in other units).
+template <class E, class Lay, int kElems, class Coords>
+int pair_offset(const Coords& c, int i) {
+  alignas(1024) static E tile[kElems];
+  Tensor t = make_tensor(make_smem_ptr(tile), Lay{});
+  const int row = get<0>(c(i)), col = get<1>(c(i));
+  EXPECT_EQ(get<0>(c(i + 1)), row);
+  EXPECT_EQ(get<1>(c(i + 1)), col + 1);
+  return static_cast<int>(reinterpret_cast<const char*>(raw_pointer_cast(&t(col, row))) -
+                          reinterpret_cast<const char*>(tile));
+}
+
+// The S pair q of thread t in S_hi (LayS, values x keys).
 template <class E>
 int s_hi_pair_offset(int t, int q) {
   using Cfg = sm90::SoCfg<E, 2>;
-  alignas(1024) static E tile[32 * 128];
-  Tensor sShi = make_tensor(make_smem_ptr(tile), typename Cfg::LayS{});
   typename Cfg::MmaKeys mma;
   Tensor cS = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_128, _32>{}));
-  const int i = sm90::so_pair_elem(q);
-  const int key = get<0>(cS(i)), c = get<1>(cS(i));
-  EXPECT_LT(c + 1, 32) << "pair " << q << " must be two of the 32 columns";
-  EXPECT_EQ(get<0>(cS(i + 1)), key);
-  EXPECT_EQ(get<1>(cS(i + 1)), c + 1);
-  return static_cast<int>(reinterpret_cast<const char*>(raw_pointer_cast(&sShi(c, key))) -
-                          reinterpret_cast<const char*>(tile));
+  EXPECT_LT(get<1>(cS(sm90::so_pair_elem(q))) + 1, 32) << "pair " << q << " must be two of the 32 columns";
+  return pair_offset<E, typename Cfg::LayS, 32 * 128>(cS, sm90::so_pair_elem(q));
 }
 
 template <class E>
@@ -47,20 +54,14 @@ void check_s_hi_pairs() {
   }
 }
 
-// Byte offset of the VN pair q (elements 2 q, 2 q + 1 of the state warpgroup's 64 x 32 VN
-// accumulator) of thread t in ṽ (LayVt), as the kernel indexes it.
+// The VN pair q (elements 2 q, 2 q + 1 of the state warpgroup's 64 x 32 VN accumulator) of
+// thread t in ṽ (LayVt, values x rows).
 template <class E>
 int vt_pair_offset(int t, int q) {
   using Cfg = sm90::SoCfg<E, 2>;
-  alignas(1024) static E tile[32 * 64];
-  Tensor sVt = make_tensor(make_smem_ptr(tile), typename Cfg::LayVt{});
   typename Cfg::MmaVnRs mma;
   Tensor cVN = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_64, _32>{}));
-  const int row = get<0>(cVN(2 * q)), c = get<1>(cVN(2 * q));
-  EXPECT_EQ(get<0>(cVN(2 * q + 1)), row);
-  EXPECT_EQ(get<1>(cVN(2 * q + 1)), c + 1);
-  return static_cast<int>(reinterpret_cast<const char*>(raw_pointer_cast(&sVt(c, row))) -
-                          reinterpret_cast<const char*>(tile));
+  return pair_offset<E, typename Cfg::LayVt, 32 * 64>(cVN, 2 * q);
 }
 
 template <class E>

@@ -254,15 +254,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) output_sm90_kernel(const __g
       Tensor sH = make_tensor(make_smem_ptr(ss.h[s].data()), typename Cfg::LayH{});
       Tensor tQa = thr_qh.partition_fragment_A(sQ);
       Tensor tHb = thr_qh.partition_fragment_B(sH);
-      warpgroup_fence_operand(accO);
-      warpgroup_arrive();
-      mma_qh.accumulate_ = GMMA::ScaleOut::Zero;
-      CUTE_UNROLL
-      for (int kb = 0; kb < size<2>(tQa); ++kb) {
-        gemm(mma_qh, tQa(_, _, kb), tHb(_, _, kb), accO);
-        mma_qh.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
+      wg_issue(mma_qh, accO, tQa, tHb);
 
       // P (r, c) = (Q K^T)(r, c) exp(g_r - g_c) on and below the diagonal (selected, not scaled).
       const float* gs = ss.g[s];

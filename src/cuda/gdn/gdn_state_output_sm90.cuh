@@ -118,7 +118,7 @@ struct SoCfg {
   using LayKt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_128, _64>{}, Step<_2, _1>{}));
   // P (i, j), j contiguous: K-major A of P v_new.
   using LayP = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _64>{}));
-  // The CTA's 64 x 32 slices of V (loaded) and of U (built), as (row, value).
+  // The CTA's 64 x 32 slice of V, as (row, value).
   using LayU = decltype(tile_to_shape(GMMA::Layout_K_SW64_Atom<E>{}, Shape<_64, _32>{}));
   // Gates of 4 heads (the 16-byte aligned group holding this one) x 64 rows.
   using LayG = Layout<Shape<_4, _64>>;
@@ -186,6 +186,7 @@ struct SoSmem {
   cute::array_aligned<float, 4 * 64, 128> g[S];
   cute::array_aligned<E, 32 * 128, 1024> s_hi;  // S rounded to 16 bits
   cute::array_aligned<E, 2 * 32 * 64, 1024> vtn;  // ṽ, then v_new (2 x 4 KB, LayVt = LayVn)
+  static constexpr int kVnOffset = 32 * 64;        // v_new's first element in vtn
   alignas(8) uint64_t full[S];
   alignas(8) uint64_t empty[S];
 };
@@ -385,7 +386,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   } else {
     Tensor sShi = make_tensor(make_smem_ptr(ss.s_hi.data()), typename Cfg::LayS{});
     Tensor sVt = make_tensor(make_smem_ptr(ss.vtn.data()), typename Cfg::LayVt{});
-    Tensor sVn = make_tensor(make_smem_ptr(ss.vtn.data() + 32 * 64), typename Cfg::LayVn{});
+    Tensor sVn = make_tensor(make_smem_ptr(ss.vtn.data() + SoSmem<Cfg>::kVnOffset), typename Cfg::LayVn{});
 
     if (wg == 0) {
       // ---------------- state
@@ -433,7 +434,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // so_vt_imm(q), its v_new kVnFromVt further.
       const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
       const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vtn.data());
-      constexpr uint32_t kVnFromVt = 32 * 64 * sizeof(E);
+      constexpr uint32_t kVnFromVt = SoSmem<Cfg>::kVnOffset * sizeof(E);
       static_assert(std::is_same_v<typename Cfg::LayVt, typename Cfg::LayVn>);
       uint32_t s_pair[4], vt_pair[4];
       CUTE_UNROLL
@@ -590,7 +591,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Tensor tPVrB = thr_pv.partition_fragment_B(sVn);  // (MMA, 1, 4)
       Tensor accO = partition_fragment_C(mma_o, Shape<_64, _32>{});
       Tensor accPV = partition_fragment_C(mma_pv, Shape<_64, _32>{});
-      Tensor cO = thr_o.partition_C(make_identity_tensor(Shape<_64, _32>{}));
       Tensor cPV = thr_pv.partition_C(make_identity_tensor(Shape<_64, _32>{}));
       check_acc_layout(accO);
       check_acc_layout(accPV);
