@@ -96,6 +96,37 @@ __device__ __forceinline__ void half_store(float* dst, int ld, const float (&d)[
   *reinterpret_cast<float2*>(dst + (lr + 8) * ld + 2 * lc) = make_float2(sc * d[1][0], sc * d[1][1]);
 }
 
+// The diagonal 16 x 16 blocks T_ii = (I + A_ii)^-1 of T = (I + A)^-1, by substitution: warps 0-3,
+// warp w block w, lanes 0..15 one column each (A's rows read 4 floats at a time: `am` 16-byte
+// aligned, kLA a multiple of 4). No barrier.
+template <int kLA, int kLI>
+__device__ __forceinline__ void invert_diag_blocks(const float* am, float* tm) {
+  static_assert(kLA % 4 == 0);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (warp < 4) {
+    const int b0 = warp * 16, c = lane & 15;
+    float x[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      // Row i's first i entries, 4 at a time (16-byte loads; every lane reads the same row).
+      float a[16];
+#pragma unroll
+      for (int j4 = 0; j4 < i; j4 += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(&am[(b0 + i) * kLA + b0 + j4]);
+        a[j4] = v.x, a[j4 + 1] = v.y, a[j4 + 2] = v.z, a[j4 + 3] = v.w;
+      }
+      float s = (i == c) ? 1.f : 0.f;
+#pragma unroll
+      for (int j = 0; j < i; ++j) s = fmaf(-a[j], x[j], s);
+      x[i] = s;
+    }
+    if (lane < 16) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) tm[(b0 + i) * kLI + b0 + c] = x[i];
+    }
+  }
+}
+
 // T = (I + A)^-1 for the strictly lower 64 x 64 A in `am`, into `tm` (lower triangle and diagonal;
 // upper off-diagonal blocks hold scratch). Eight warps; ends with a block-wide barrier.
 //
@@ -110,28 +141,7 @@ __device__ __forceinline__ void half_store(float* dst, int ld, const float (&d)[
 // 0.693 ms (same-call A/B).
 __device__ __forceinline__ void invert_unit_lower(const float* am, float* tm) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (warp < 4) {  // Diagonal block `warp`: lanes 0..15 each solve one column by substitution.
-    const int b0 = warp * 16, c = lane & 15;
-    float x[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      // Row i's first i entries, 4 at a time (16-byte loads; every lane reads the same row).
-      float a[16];
-#pragma unroll
-      for (int j4 = 0; j4 < i; j4 += 4) {
-        const float4 v = *reinterpret_cast<const float4*>(&am[(b0 + i) * kLdA + b0 + j4]);
-        a[j4] = v.x, a[j4 + 1] = v.y, a[j4 + 2] = v.z, a[j4 + 3] = v.w;
-      }
-      float s = (i == c) ? 1.f : 0.f;
-#pragma unroll
-      for (int j = 0; j < i; ++j) s = fmaf(-a[j], x[j], s);
-      x[i] = s;
-    }
-    if (lane < 16) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) tm[(b0 + i) * kLdI + b0 + c] = x[i];
-    }
-  }
+  invert_diag_blocks<kLdA, kLdI>(am, tm);
   __syncthreads();
   auto A = [&](int i, int j) { return am + 16 * i * kLdA + 16 * j; };
   auto T = [&](int i, int j) { return tm + 16 * i * kLdI + 16 * j; };
