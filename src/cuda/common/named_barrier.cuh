@@ -1,6 +1,6 @@
-// Named barriers in their non-aligned PTX form (barrier.sync / barrier.arrive), for kernels whose
-// warps meet at a named barrier from different instructions: two warpgroups each on its own code
-// path. The aligned forms (bar.sync, bar.arrive, __syncthreads) leave that undefined in PTX, and
+// Named barriers, mostly in their non-aligned PTX form (barrier.sync / barrier.arrive), for kernels
+// whose warps meet at a named barrier from different instructions: two warpgroups each on its own
+// code path. The aligned forms (bar.sync, bar.arrive, __syncthreads) leave that undefined in PTX, and
 // compute-sanitizer synccheck reports it as "divergent threads in block".
 #pragma once
 
@@ -9,6 +9,14 @@ namespace attnkit::gpu {
 // Waits until `threads` threads (a multiple of 32) have arrived at barrier `id`, this one included.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// The aligned form (bar.sync), for call sites that every thread of each arriving warp reaches at
+// the same instruction (no divergence within a warp): it states that contract, which synccheck then
+// checks. Not faster: with barrier.sync instead in the Gated DeltaNet inverse (gdn_invert_tc.cuh),
+// the intra kernel took 141.6 us under ncu, 144.9 with bar.sync, and the forward at T = 16k ran
+// 1.079x and 1.075x faster than the session's start (H200, bench/RESULTS.md 2026-11-28 session 19).
+__device__ __forceinline__ void named_barrier_sync_aligned(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 // Counts this thread towards barrier `id` of `threads` threads without waiting.
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {

@@ -16,9 +16,19 @@
 //
 // Why per q/k head: K K^T and Q K^T depend on the q/k head only: the CTA loads K and Q once, keeps
 // both raw products in the accumulators of its two warpgroups (WG0: K K^T, WG1: Q K^T), and walks
-// the HV / H value heads sharing them, each applying its own gates and beta. The fp32 inverse is
-// gdn_intra.cuh's (all eight warps). Shared memory (~67 KB) and 80 registers a thread let three CTAs
-// share an SM.
+// the HV / H value heads sharing them, each applying its own gates and beta. Per value head, WG0
+// builds A and inverts it (gdn_invert_tc.cuh: fp32 diagonal blocks, the block products on
+// tensor cores in 3xTF32) while WG1 builds and stores P; then all eight warps store C. Shared
+// memory (~70 KB) and 80 registers a thread let three CTAs share an SM.
+// The kernel had been bound by shared-memory wavefronts (82% memory busy under ncu, the FFMA
+// inverse's operand loads over half of them, 2-way conflicts on C's reads of T) and by its
+// element-wise epilogues; the tensor-core inverse, C's reads without conflicts, the epilogues by
+// 16-column block (none above the diagonal, no masks below it) and the inverse on one warpgroup
+// beside P took it from 176 to 142 us at T = 16k and the forward 1.079x faster (1.063x on 8 uneven
+// sequences), o's and the final state's errors unchanged (H200, bench/RESULTS.md 2026-11-28
+// session 19). Not kept, the same session: four CTAs an SM (A and T over the dead K / Q tiles, 64
+// registers): 176 -> 193 us; a persistent grid loading the next item's K / Q behind the heads:
+// 0.96x the forward (and one failing test, not pursued).
 //
 // Rows past a chunk's len hold the next sequence's rows (or TMA's zeros past the tensor): K rows
 // there are zeroed in shared memory (0 x NaN need not be 0); Q rows there only reach P rows that
@@ -40,6 +50,7 @@
 #include "attnkit/status.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/gdn/gdn_intra.cuh"
+#include "cuda/gdn/gdn_invert_tc.cuh"
 #include "cuda/gdn/gdn_state_output_sm90.cuh"
 
 namespace attnkit::gdn_cuda::sm90 {
@@ -61,13 +72,21 @@ struct IntraCfg {
   static constexpr uint32_t kTileBytes = 64 * 128 * sizeof(E);
 };
 
+// Row strides of A and T in shared memory: A's (8 mod 32) makes the accumulator's 8-byte stores and
+// the inverse's 8-byte A-operand loads conflict-free, T's (4 mod 32) its B-operand loads and the
+// 16-byte row reads of T's store (invert_unit_lower_tc, the C epilogue below).
+constexpr int kLdA90 = kChunk + 8;
+constexpr int kLdI90 = kChunk + 4;
+constexpr int kBarInverse = 1;  // named barrier of the warpgroup that inverts (0 is __syncthreads)
+
 template <class E>
 struct IntraSmem90 {
   cute::array_aligned<E, 64 * 128, 1024> k, q;
-  alignas(16) float am[kChunk * kLdA];  // A (fp32)
-  alignas(16) float tm[kChunk * kLdI];
+  alignas(16) float am[kChunk * kLdA90];  // A (fp32)
+  alignas(16) float tm[kChunk * kLdI90];
   float gc[kChunk], bt[kChunk];
-  float cw[kChunk], ew[kChunk];  // beta and exp(g): T's column scales
+  alignas(16) float cw[kChunk];  // beta and exp(g): T's column scales
+  alignas(16) float ew[kChunk];
   int len;  // the chunk's row count, read afresh in the value-head loop (see fresh_tid)
   alignas(8) uint64_t bar_kq;
 };
@@ -205,65 +224,87 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 3) intra_sm90_kernel(co
       ss.cw[tid] = ss.bt[tid];
       ss.ew[tid] = __expf(ss.gc[tid]);
     }
-    // The gates of the thread's 2 rows and 16 columns, in registers: read per element, each would
-    // be loaded again after every store to A (the compiler cannot tell A from the gates).
-    // Element i of the accumulator is row acc_r0 + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 acc_t + (i & 1).
+    // The gates of the thread's 2 rows and 16 columns, in registers, times log2(e) (the exponentials
+    // are exp2 of differences): read per element, each would be loaded again after every store to A
+    // (the compiler cannot tell A from the gates).
+    // Element i of the accumulator is row acc_r0 + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 acc_t + (i & 1):
+    // column block (i >> 3) of 16, against the warp's row block acc_r0 >> 4.
+    constexpr float kLog2e = 1.4426950408889634f;
     float g_row[2], g_col[16];
     CUTE_UNROLL
-    for (int h = 0; h < 2; ++h) g_row[h] = ss.gc[acc_r0 + 8 * h];
+    for (int h = 0; h < 2; ++h) g_row[h] = kLog2e * ss.gc[acc_r0 + 8 * h];
     CUTE_UNROLL
-    for (int x = 0; x < 16; ++x) g_col[x] = ss.gc[8 * (x >> 1) + 2 * acc_t + (x & 1)];
+    for (int x = 0; x < 16; ++x) g_col[x] = kLog2e * ss.gc[8 * (x >> 1) + 2 * acc_t + (x & 1)];
+    auto decayed = [&](int i) { return accX(i) * exp2f(g_row[(i >> 1) & 1] - g_col[2 * (i >> 2) + (i & 1)]); };
+    const int wrow = (tid >> 5) & 3;  // the warp's row block (warp-uniform: the branches below are)
     if (wg == 0) {
-      // A (r, k) = beta_r (K K^T)(r, k) exp(g_r - g_k) below the diagonal, rows < len; column
-      // pairs as 8-byte stores.
+      // A (r, k) = beta_r (K K^T)(r, k) exp(g_r - g_k) below the diagonal (beta is 0 on rows past
+      // len), as 8-byte column pairs. Only the column blocks up to the warp's diagonal one: the
+      // inverse reads A's strictly lower entries alone, so the diagonal block's others go unmasked.
       const float b_row[2] = {ss.bt[acc_r0], ss.bt[acc_r0 + 8]};
       CUTE_UNROLL
       for (int i = 0; i < size(accX); i += 2) {
+        if ((i >> 3) > wrow) continue;
         const int r = get<0>(cX(i)), k = get<1>(cX(i));
-        const float b = r < len ? b_row[(i >> 1) & 1] : 0.f;
-        *reinterpret_cast<float2*>(&ss.am[r * kLdA + k]) = make_float2(
-            r > k ? b * accX(i) * __expf(g_row[(i >> 1) & 1] - g_col[2 * (i >> 2)]) : 0.f,
-            r > k + 1 ? b * accX(i + 1) * __expf(g_row[(i >> 1) & 1] - g_col[2 * (i >> 2) + 1]) : 0.f);
+        const float b = b_row[(i >> 1) & 1];
+        *reinterpret_cast<float2*>(&ss.am[r * kLdA90 + k]) = make_float2(b * decayed(i), b * decayed(i + 1));
       }
+      invert_unit_lower_tc<kLdA90, kLdI90>(ss.am, ss.tm, kBarInverse);
     } else {
-      // P (i, j) = (Q K^T)(i, j) exp(g_i - g_j) on and below the diagonal, rows < len.
+      // P (i, j) = (Q K^T)(i, j) exp(g_i - g_j) on and below the diagonal, rows < len (selected in
+      // the diagonal block: its upper exponentials may overflow), while WG0 inverts.
+      float v[32];
+      CUTE_UNROLL
+      for (int cb = 0; cb < 4; ++cb) {  // the thread's 8 elements of each 16-column block
+        if (cb < wrow) {
+          CUTE_UNROLL
+          for (int i = 8 * cb; i < 8 * cb + 8; ++i) v[i] = decayed(i);
+        } else if (cb == wrow) {
+          CUTE_UNROLL
+          for (int i = 8 * cb; i < 8 * cb + 8; ++i) v[i] = get<1>(cX(i)) <= get<0>(cX(i)) ? decayed(i) : 0.f;
+        } else {
+          CUTE_UNROLL
+          for (int i = 8 * cb; i < 8 * cb + 8; ++i) v[i] = 0.f;
+        }
+      }
       const Tok& o = ip.p_out;
       E* const pb = static_cast<E*>(o.p) + c.batch * o.sb + c.row0 * o.st + int64_t{hv} * o.sh;
-      store_rows64(pb, o.st, len, acc_r0, acc_t, [&](int i) {
-        const int r = get<0>(cX(i)), k = get<1>(cX(i));
-        return k <= r ? accX(i) * __expf(g_row[(i >> 1) & 1] - g_col[2 * (i >> 2) + (i & 1)]) : 0.f;
-      });
+      store_rows64(pb, o.st, len, acc_r0, acc_t, [&](int i) { return v[i]; });
     }
-    __syncthreads();
-    invert_unit_lower(ss.am, ss.tm);  // ends with a barrier
+    __syncthreads();  // T is complete
 
     {
       // [T diag(beta) | T diag(beta exp(g))] in 16 bits, rows < len, zeros above the diagonal (tm's
-      // upper blocks hold the inverse's scratch): thread row r, columns c0 .. c0 + 15 of both, as
-      // 16-byte stores.
-      const int r = fresh_tid() >> 2, c0 = 16 * (fresh_tid() & 3);
+      // upper blocks hold scratch): thread row r, columns c0 .. c0 + 7 and c0 + 32 .. c0 + 39 of
+      // both, as 16-byte stores. Columns 8 apart across a row's 4 threads keep each quarter warp's
+      // 16-byte reads of T on distinct banks (16 apart, they met 2-way conflicts).
+      const int r = fresh_tid() >> 2, c0 = 8 * (fresh_tid() & 3);
       const Tok& o = ip.t_out;
       if (r < fresh_len(ss.len)) {
-        E* const dst = static_cast<E*>(o.p) + c.batch * o.sb + (c.row0 + r) * o.st + int64_t{hv} * o.sh + c0;
+        E* const dst = static_cast<E*>(o.p) + c.batch * o.sb + (c.row0 + r) * o.st + int64_t{hv} * o.sh;
         CUTE_UNROLL
         for (int h = 0; h < 2; ++h) {
-          const int cc = c0 + 8 * h;
-          float t[8];
+          const int cc = c0 + 32 * h;
+          float t[8], cw[8], ew[8];
           CUTE_UNROLL
           for (int q = 0; q < 2; ++q) {
-            const float4 x = *reinterpret_cast<const float4*>(&ss.tm[r * kLdI + cc + 4 * q]);
+            const float4 x = *reinterpret_cast<const float4*>(&ss.tm[r * kLdI90 + cc + 4 * q]);
+            const float4 u = *reinterpret_cast<const float4*>(&ss.cw[cc + 4 * q]);
+            const float4 w = *reinterpret_cast<const float4*>(&ss.ew[cc + 4 * q]);
             t[4 * q] = x.x, t[4 * q + 1] = x.y, t[4 * q + 2] = x.z, t[4 * q + 3] = x.w;
+            cw[4 * q] = u.x, cw[4 * q + 1] = u.y, cw[4 * q + 2] = u.z, cw[4 * q + 3] = u.w;
+            ew[4 * q] = w.x, ew[4 * q + 1] = w.y, ew[4 * q + 2] = w.z, ew[4 * q + 3] = w.w;
           }
           uint32_t tu[4], tw[4];
           CUTE_UNROLL
           for (int e = 0; e < 8; e += 2) {
-            const float t0 = cc + e <= r ? t[e] * ss.cw[cc + e] : 0.f;
-            const float t1 = cc + e + 1 <= r ? t[e + 1] * ss.cw[cc + e + 1] : 0.f;
+            const float t0 = cc + e <= r ? t[e] * cw[e] : 0.f;
+            const float t1 = cc + e + 1 <= r ? t[e + 1] * cw[e + 1] : 0.f;
             tu[e / 2] = pack2f<E>(t0, t1);
-            tw[e / 2] = pack2f<E>(t0 * ss.ew[cc + e], t1 * ss.ew[cc + e + 1]);
+            tw[e / 2] = pack2f<E>(t0 * ew[e], t1 * ew[e + 1]);
           }
-          *reinterpret_cast<uint4*>(dst + 8 * h) = make_uint4(tu[0], tu[1], tu[2], tu[3]);
-          *reinterpret_cast<uint4*>(dst + kChunk + 8 * h) = make_uint4(tw[0], tw[1], tw[2], tw[3]);
+          *reinterpret_cast<uint4*>(dst + cc) = make_uint4(tu[0], tu[1], tu[2], tu[3]);
+          *reinterpret_cast<uint4*>(dst + kChunk + cc) = make_uint4(tw[0], tw[1], tw[2], tw[3]);
         }
       }
     }
