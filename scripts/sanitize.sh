@@ -33,26 +33,33 @@ CASES=(
 total=0 clean=0 skipped=0
 log=$(mktemp)
 runs=()
+# racecheck misreads __syncthreads() in kernels that also sync on a partial named barrier
+# (bench/racecheck_probe.cu shows it on a kernel without any race), so its reports on those say
+# nothing: the Gated DeltaNet forward's sm90 intra kernel (its inverse syncs one warpgroup) and its
+# mma.sync kernels. So racecheck sees the forward cases with the mma.sync intra kernel
+# (ATTNKIT_GDN_INTRA_NO_WGMMA=1: the sm90 state/output kernel still runs), memcheck and synccheck
+# with every kernel; the mma.sync kernels (what GPUs other than Hopper run, forced on Hopper with
+# ATTNKIT_GDN_NO_WGMMA=1) get memcheck and synccheck.
 for tool in memcheck racecheck synccheck; do
-  for args in "${CASES[@]}"; do runs+=("$tool|0|$args"); done
+  for args in "${CASES[@]}"; do
+    env=none
+    [[ $tool == racecheck && $args == "--op gdn "* ]] && env=ATTNKIT_GDN_INTRA_NO_WGMMA
+    runs+=("$tool|$env|$args")
+  done
 done
-# The Gated DeltaNet forward cases again on the mma.sync kernels (what GPUs other than Hopper run),
-# forced on Hopper with ATTNKIT_GDN_NO_WGMMA=1: memcheck and synccheck only. racecheck misreads
-# __syncthreads() in kernels that also sync on a partial named barrier, as these do
-# (bench/racecheck_probe.cu shows it on a kernel without any race), so its reports there say nothing.
 for tool in memcheck synccheck; do
   for args in "${CASES[@]}"; do
-    [[ $args == "--op gdn "* ]] && runs+=("$tool|1|$args")
+    [[ $args == "--op gdn "* ]] && runs+=("$tool|ATTNKIT_GDN_NO_WGMMA|$args")
   done
 done
 for run in "${runs[@]}"; do
-  IFS='|' read -r tool mma args <<<"$run"
-  label="$tool $args"
-  [ "$mma" = 1 ] && label="$tool $args (ATTNKIT_GDN_NO_WGMMA=1)"
+  IFS='|' read -r tool env args <<<"$run"
+  label="$tool $args" vars=()
+  [ "$env" != none ] && label="$tool $args ($env=1)" && vars=("$env=1")
   total=$((total + 1))
   # shellcheck disable=SC2086
-  ATTNKIT_GDN_NO_WGMMA=$mma timeout 300 compute-sanitizer --tool "$tool" --print-limit 3 --error-exitcode 9 \
-    "$BIN" check $args > "$log" 2>&1
+  env "${vars[@]}" timeout 300 compute-sanitizer --tool "$tool" --print-limit 3 \
+    --error-exitcode 9 "$BIN" check $args > "$log" 2>&1
   rc=$?
   summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n1 | sed 's/^=* *//')
   if [ "$rc" -eq 3 ]; then
