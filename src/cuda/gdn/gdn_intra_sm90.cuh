@@ -24,8 +24,8 @@
 // inverse's operand loads over half of them, 2-way conflicts on C's reads of T) and by its
 // element-wise epilogues; the tensor-core inverse, C's reads without conflicts, the epilogues by
 // 16-column block (none above the diagonal, no masks below it) and the inverse on one warpgroup
-// beside P took it from 176 to 142 us at T = 16k and the forward 1.079x faster (1.063x on 8 uneven
-// sequences), o's and the final state's errors unchanged (H200, bench/RESULTS.md 2026-11-28
+// beside P took it from 176 to 142-145 us at T = 16k and the forward 1.075x faster (1.058x on 8
+// uneven sequences), o's and the final state's errors unchanged (H200, bench/RESULTS.md 2026-11-28
 // session 19). Not kept, the same session: four CTAs an SM (A and T over the dead K / Q tiles, 64
 // registers): 176 -> 193 us; a persistent grid loading the next item's K / Q behind the heads:
 // 0.96x the forward (and one failing test, not pursued).

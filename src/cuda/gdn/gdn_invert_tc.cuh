@@ -33,8 +33,9 @@ __device__ __forceinline__ Tf32Pair split_tf32(float x) {
 // d (two m16n8 C fragments: columns 0-7, 8-15) += X (16 x 16 kNk, rows at x, stride kLX)
 // Y (16 kNk x 16, rows at y, stride kLY), one warp. Within each 8-deep step, fragment position t
 // takes k = 2t and t + 4 takes k = 2t + 1 (a permutation of the summed index that both operands
-// share), so a lane's two A values of a row are one 8-byte load, and its B loads hit 8 distinct
-// banks per row when kLY = 4 (mod 32). A's split serves both column halves.
+// share), so a lane's two A values of a row are one 8-byte load (conflict-free when kLX = 8 mod 32,
+// 2-way at 4 mod 32), and the warp's B loads are conflict-free when kLY = 4 (mod 32). A's split
+// serves both column halves.
 template <int kLX, int kLY, int kNk>
 __device__ __forceinline__ void block_mma(float (&d)[2][4], const float* x, const float* y, int lane) {
   using Mma = cute::SM80_16x8x8_F32TF32TF32F32_TN;
