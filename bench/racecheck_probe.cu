@@ -9,7 +9,8 @@
 // kernel: gates read by the second warpgroup, a product stage, its reads, the next gates.
 // H100, CUDA 13.0 (bench/RESULTS.md, 2026-11-27 session 14): mode 0 reports no hazard; modes 1, 2
 // and 3 report three, on the same accesses in each. So the hazards racecheck reports for kernels
-// that mix the two (the mma.sync Gated DeltaNet state/output kernel) are not evidence of a race.
+// that mix the two (the mma.sync Gated DeltaNet state/output kernel; since session 19 also the
+// sm90 intra kernel, whose inverse syncs one warpgroup) are not evidence of a race.
 #include <cuda_runtime.h>
 
 #include <cstdio>
