@@ -73,17 +73,16 @@ struct IntraCfg {
 };
 
 // Row strides of A and T in shared memory: A's (8 mod 32) makes the accumulator's 8-byte stores and
-// the inverse's 8-byte A-operand loads conflict-free, T's (4 mod 32) its B-operand loads and the
-// 16-byte row reads of T's store (invert_unit_lower_tc, the C epilogue below).
+// the inverse's 8-byte A-operand loads conflict-free; T's, gdn_intra.cuh's kLdI (4 mod 32), its
+// B-operand loads and the 16-byte row reads of T's store (invert_unit_lower_tc, the C epilogue).
 constexpr int kLdA90 = kChunk + 8;
-constexpr int kLdI90 = kChunk + 4;
 constexpr int kBarInverse = 1;  // named barrier of the warpgroup that inverts (0 is __syncthreads)
 
 template <class E>
 struct IntraSmem90 {
   cute::array_aligned<E, 64 * 128, 1024> k, q;
   alignas(16) float am[kChunk * kLdA90];  // A (fp32)
-  alignas(16) float tm[kChunk * kLdI90];
+  alignas(16) float tm[kChunk * kLdI];
   float gc[kChunk], bt[kChunk];
   alignas(16) float cw[kChunk];  // beta and exp(g): T's column scales
   alignas(16) float ew[kChunk];
@@ -249,7 +248,7 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 3) intra_sm90_kernel(co
         const float b = b_row[(i >> 1) & 1];
         *reinterpret_cast<float2*>(&ss.am[r * kLdA90 + k]) = make_float2(b * decayed(i), b * decayed(i + 1));
       }
-      invert_unit_lower_tc<kLdA90, kLdI90>(ss.am, ss.tm, kBarInverse);
+      invert_unit_lower_tc<kLdA90, kLdI>(ss.am, ss.tm, kBarInverse);
     } else {
       // P (i, j) = (Q K^T)(i, j) exp(g_i - g_j) on and below the diagonal, rows < len (selected in
       // the diagonal block: its upper exponentials may overflow), while WG0 inverts.
@@ -288,7 +287,7 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 3) intra_sm90_kernel(co
           float t[8], cw[8], ew[8];
           CUTE_UNROLL
           for (int q = 0; q < 2; ++q) {
-            const float4 x = *reinterpret_cast<const float4*>(&ss.tm[r * kLdI90 + cc + 4 * q]);
+            const float4 x = *reinterpret_cast<const float4*>(&ss.tm[r * kLdI + cc + 4 * q]);
             const float4 u = *reinterpret_cast<const float4*>(&ss.cw[cc + 4 * q]);
             const float4 w = *reinterpret_cast<const float4*>(&ss.ew[cc + 4 * q]);
             t[4 * q] = x.x, t[4 * q + 1] = x.y, t[4 * q + 2] = x.z, t[4 * q + 3] = x.w;
