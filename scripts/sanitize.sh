@@ -39,23 +39,31 @@ runs=()
 # mma.sync kernels. So racecheck sees the forward cases with the mma.sync intra kernel
 # (ATTNKIT_GDN_INTRA_NO_WGMMA=1: the sm90 state/output kernel still runs), memcheck and synccheck
 # with every kernel; the mma.sync kernels (what GPUs other than Hopper run, forced on Hopper with
-# ATTNKIT_GDN_NO_WGMMA=1) get memcheck and synccheck.
+# ATTNKIT_GDN_NO_WGMMA=1) get memcheck and synccheck. The forward cases run once more with the
+# wide sm90 state/output kernel (ATTNKIT_GDN_SO_COLS=64), which the library picks for many
+# sequences.
 for tool in memcheck racecheck synccheck; do
   for args in "${CASES[@]}"; do
     env=none
-    [[ $tool == racecheck && $args == "--op gdn "* ]] && env=ATTNKIT_GDN_INTRA_NO_WGMMA
+    [[ $tool == racecheck && $args == "--op gdn "* ]] && env=ATTNKIT_GDN_INTRA_NO_WGMMA=1
     runs+=("$tool|$env|$args")
+    if [[ $args == "--op gdn "* ]]; then
+      wide=ATTNKIT_GDN_SO_COLS=64
+      [ "$env" != none ] && wide="$env $wide"
+      runs+=("$tool|$wide|$args")
+    fi
   done
 done
 for tool in memcheck synccheck; do
   for args in "${CASES[@]}"; do
-    [[ $args == "--op gdn "* ]] && runs+=("$tool|ATTNKIT_GDN_NO_WGMMA|$args")
+    [[ $args == "--op gdn "* ]] && runs+=("$tool|ATTNKIT_GDN_NO_WGMMA=1|$args")
   done
 done
 for run in "${runs[@]}"; do
   IFS='|' read -r tool env args <<<"$run"
   label="$tool $args" vars=()
-  [ "$env" != none ] && label="$tool $args ($env=1)" && vars=("$env=1")
+  # shellcheck disable=SC2206
+  [ "$env" != none ] && label="$tool $args ($env)" && vars=($env)
   total=$((total + 1))
   # shellcheck disable=SC2086
   env "${vars[@]}" timeout 300 compute-sanitizer --tool "$tool" --print-limit 3 \

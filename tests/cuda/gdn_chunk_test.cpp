@@ -114,18 +114,26 @@ TEST(GdnChunkCuda, ForwardRaggedValidatedIndicesNoInitialState) {
 TEST(GdnChunkCuda, ForwardFp16) {
   run_forward({1, 130, 2, 2, {}, DType::kFloat16, true, true}, 4);
 }
-// The forward's fused state/output kernel comes in variants (on sm_90: WGMMA in clusters of one or
-// two CTAs; elsewhere, or with ATTNKIT_GDN_NO_WGMMA=1: mma.sync); the library picks one, the
-// environment forces each here, on the ragged case with its empty and one-token sequences.
+// The forward's fused state/output kernel comes in variants (on sm_90: WGMMA with 32 value columns
+// per CTA in clusters of one or two CTAs, or 64 columns in clusters of two; elsewhere, or with
+// ATTNKIT_GDN_NO_WGMMA=1: mma.sync); the library picks one, the environment forces each here, on
+// the ragged case with its empty and one-token sequences.
 TEST(GdnChunkCuda, ForwardEachFusedKernelVariant) {
-  const ChunkCase c{1, 480, 2, 4, {0, 37, 37, 300, 301, 480}, DType::kBFloat16, false, true};
-  const std::pair<const char*, const char*> variants[] = {
-      {"ATTNKIT_GDN_CLUSTER", "1"}, {"ATTNKIT_GDN_CLUSTER", "2"}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
-  for (const auto& [name, value] : variants) {
-    SCOPED_TRACE(std::string(name) + "=" + value);
-    setenv(name, value, 1);
-    run_forward(c, 6);
-    unsetenv(name);
+  const ChunkCase cases[] = {{1, 480, 2, 4, {0, 37, 37, 300, 301, 480}, DType::kBFloat16, false, true},
+                             {1, 130, 2, 2, {}, DType::kFloat16, true, true}};
+  const std::pair<const char*, const char*> variants[] = {{"ATTNKIT_GDN_CLUSTER", "1"},
+                                                          {"ATTNKIT_GDN_CLUSTER", "2"},
+                                                          {"ATTNKIT_GDN_SO_COLS", "64"},
+                                                          {"ATTNKIT_GDN_NO_WGMMA", "1"}};
+  uint64_t seed = 6;
+  for (const ChunkCase& c : cases) {
+    for (const auto& [name, value] : variants) {
+      SCOPED_TRACE(std::string(c.dt == DType::kFloat16 ? "fp16 " : "bf16 ") + name + "=" + value);
+      setenv(name, value, 1);
+      run_forward(c, seed);
+      unsetenv(name);
+    }
+    ++seed;
   }
 }
 // The forward's intra stage comes in variants too (on sm_90: WGMMA + TMA, one CTA per q/k head
@@ -152,11 +160,16 @@ TEST(GdnChunkCuda, ForwardEachIntraKernelVariant) {
     ++seed;
   }
 }
+// Error must not accumulate over 1024 chunk steps, in the narrow and the wide state/output kernel.
 TEST(GdnChunkCuda, ForwardLongSequenceSlowGates) {
   ChunkCase c{1, 65536, 1, 1, {}, DType::kBFloat16, true, true};
   c.glo = -0.01f;
   c.ghi = 0.f;
   run_forward(c, 5);
+  SCOPED_TRACE("ATTNKIT_GDN_SO_COLS=64");
+  setenv("ATTNKIT_GDN_SO_COLS", "64", 1);
+  run_forward(c, 5);
+  unsetenv("ATTNKIT_GDN_SO_COLS");
 }
 
 // Each stage alone on the CPU chain's inputs.

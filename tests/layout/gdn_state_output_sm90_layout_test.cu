@@ -1,14 +1,16 @@
 // Host-side checks of the sm90 Gated DeltaNet state/output kernel's shared-memory address
-// arithmetic, against CuTe's own layouts (no GPU needed, so CI runs them). The kernel stores its
-// S_hi pairs and its ṽ / v_new pairs at four per-thread base addresses each plus compile-time
-// immediates (so_s_hi_base / so_s_hi_imm, so_vt_imm); a change of LayS, LayVt or of the state
-// warpgroup's MMAs that broke those decompositions would store at wrong addresses.
+// arithmetic, against CuTe's own layouts (no GPU needed, so CI runs them), for both widths (32 and
+// 64 value columns per CTA). The kernel stores its S_hi pairs and its ṽ / v_new pairs at N / 8
+// per-thread base addresses each plus compile-time immediates (so_s_hi_base / so_s_hi_imm,
+// so_vt_imm); a change of LayS, LayVt or of the state warpgroup's MMAs that broke those
+// decompositions would store at wrong addresses.
 #include <gtest/gtest.h>
 
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "cuda/gdn/gdn_state_output_sm90.cuh"
 
@@ -33,55 +35,86 @@ int pair_offset(const Coords& c, int i) {
                           reinterpret_cast<const char*>(tile));
 }
 
-// The S pair q of thread t in S_hi (LayS, values x keys).
-template <class E>
+// The S pair q of thread t in S_hi (LayS, values x keys) of the variant with N value columns.
+template <class E, int N>
 int s_hi_pair_offset(int t, int q) {
-  using Cfg = sm90::SoCfg<E, 2>;
+  using Cfg = sm90::SoCfg<E, 2, N>;
   typename Cfg::MmaKeys mma;
-  Tensor cS = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_128, _32>{}));
-  EXPECT_LT(get<1>(cS(sm90::so_pair_elem(q))) + 1, 32) << "pair " << q << " must be two of the 32 columns";
-  return pair_offset<E, typename Cfg::LayS, 32 * 128>(cS, sm90::so_pair_elem(q));
+  Tensor cS = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_128, Int<N>>{}));
+  EXPECT_LT(get<1>(cS(sm90::so_pair_elem<N>(q))) + 1, N) << "pair " << q << " must be two of the N columns";
+  return pair_offset<E, typename Cfg::LayS, N * 128>(cS, sm90::so_pair_elem<N>(q));
 }
 
-template <class E>
+template <class E, int N>
 void check_s_hi_pairs() {
   for (int t = 0; t < 128; ++t) {
-    for (int q = 0; q < 16; ++q) {
-      const int base = s_hi_pair_offset<E>(t, 2 * sm90::so_s_hi_base(q));
-      ASSERT_EQ(s_hi_pair_offset<E>(t, q), base + static_cast<int>(sm90::so_s_hi_imm(q)))
-          << "thread " << t << ", pair " << q;
+    for (int q = 0; q < N / 2; ++q) {
+      const int base = s_hi_pair_offset<E, N>(t, 2 * sm90::so_s_hi_base<N>(q));
+      const int at = s_hi_pair_offset<E, N>(t, q);
+      ASSERT_EQ(at, base + static_cast<int>(sm90::so_s_hi_imm<N>(q))) << "thread " << t << ", pair " << q;
     }
   }
 }
 
-// The VN pair q (elements 2 q, 2 q + 1 of the state warpgroup's 64 x 32 VN accumulator) of
+// The VN pair q (elements 2 q, 2 q + 1 of the state warpgroup's 64 x N VN accumulator) of
 // thread t in ṽ (LayVt, values x rows).
-template <class E>
+template <class E, int N>
 int vt_pair_offset(int t, int q) {
-  using Cfg = sm90::SoCfg<E, 2>;
+  using Cfg = sm90::SoCfg<E, 2, N>;
   typename Cfg::MmaVnRs mma;
-  Tensor cVN = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_64, _32>{}));
-  return pair_offset<E, typename Cfg::LayVt, 32 * 64>(cVN, 2 * q);
+  Tensor cVN = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_64, Int<N>>{}));
+  return pair_offset<E, typename Cfg::LayVt, N * 64>(cVN, 2 * q);
 }
 
-template <class E>
+template <class E, int N>
 void check_vt_pairs() {
   for (int t = 0; t < 128; ++t) {
-    for (int q = 0; q < 8; ++q) {
-      ASSERT_EQ(vt_pair_offset<E>(t, q), vt_pair_offset<E>(t, q & ~1) + static_cast<int>(sm90::so_vt_imm(q)))
-          << "thread " << t << ", pair " << q;
+    for (int q = 0; q < N / 4; ++q) {
+      const int base = vt_pair_offset<E, N>(t, q & ~1);
+      const int at = vt_pair_offset<E, N>(t, q);
+      ASSERT_EQ(at, base + static_cast<int>(sm90::so_vt_imm<N>(q))) << "thread " << t << ", pair " << q;
     }
   }
 }
 
-TEST(GdnStateOutputSm90Layout, SHiPairsAtFourBasesPlusImmediatesBf16) {
-  check_s_hi_pairs<cutlass::bfloat16_t>();
+// Every pair of the S and VN accumulators is stored exactly once: the publish and the ṽ epilogue
+// walk q over N / 2 and N / 4 pairs, which must cover each thread's elements.
+template <class E, int N>
+void check_pairs_cover_accumulators() {
+  using Cfg = sm90::SoCfg<E, 2, N>;
+  typename Cfg::MmaKeys mma;
+  Tensor cS = mma.get_thread_slice(0).partition_C(make_identity_tensor(Shape<_128, Int<N>>{}));
+  std::vector<int> seen(size(cS), 0);
+  for (int q = 0; q < N / 2; ++q) {
+    seen.at(sm90::so_pair_elem<N>(q)) += 1;
+    seen.at(sm90::so_pair_elem<N>(q) + 1) += 1;
+  }
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << "element " << i;
 }
 
-TEST(GdnStateOutputSm90Layout, SHiPairsAtFourBasesPlusImmediatesFp16) { check_s_hi_pairs<cutlass::half_t>(); }
+TEST(GdnStateOutputSm90Layout, SHiPairsAtBasesPlusImmediatesBf16) {
+  check_s_hi_pairs<cutlass::bfloat16_t, 32>();
+  check_s_hi_pairs<cutlass::bfloat16_t, 64>();
+}
 
-TEST(GdnStateOutputSm90Layout, VtPairsAtFourBasesPlusImmediatesBf16) { check_vt_pairs<cutlass::bfloat16_t>(); }
+TEST(GdnStateOutputSm90Layout, SHiPairsAtBasesPlusImmediatesFp16) {
+  check_s_hi_pairs<cutlass::half_t, 32>();
+  check_s_hi_pairs<cutlass::half_t, 64>();
+}
 
-TEST(GdnStateOutputSm90Layout, VtPairsAtFourBasesPlusImmediatesFp16) { check_vt_pairs<cutlass::half_t>(); }
+TEST(GdnStateOutputSm90Layout, VtPairsAtBasesPlusImmediatesBf16) {
+  check_vt_pairs<cutlass::bfloat16_t, 32>();
+  check_vt_pairs<cutlass::bfloat16_t, 64>();
+}
+
+TEST(GdnStateOutputSm90Layout, VtPairsAtBasesPlusImmediatesFp16) {
+  check_vt_pairs<cutlass::half_t, 32>();
+  check_vt_pairs<cutlass::half_t, 64>();
+}
+
+TEST(GdnStateOutputSm90Layout, PairsCoverTheAccumulators) {
+  check_pairs_cover_accumulators<cutlass::bfloat16_t, 32>();
+  check_pairs_cover_accumulators<cutlass::bfloat16_t, 64>();
+}
 
 }  // namespace

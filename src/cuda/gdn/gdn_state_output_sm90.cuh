@@ -18,8 +18,9 @@
 //   faster (H100), while o's relative L2 against the fp32 recurrence stayed 2.9e-3 (bench/RESULTS.md,
 //   2026-11-27 session 14).
 //
-// One CTA per (sequence, value head, 32-column slice of V), three warpgroups; the CTAs of a
-// (sequence, value head) may form a cluster that shares the q/k-head tiles through TMA multicast.
+// One CTA per (sequence, value head, kCols-column slice of V: 32, or 64 in the wide variant),
+// three warpgroups; the CTAs of a (sequence, value head) may form a cluster that shares the
+// q/k-head tiles through TMA multicast. Below, 32 stands for kCols.
 // - WG2, producer: one thread walks the sequence's chunks and issues the TMA loads of each chunk's
 //   U / W coefficients C = [T diag(beta) | T diag(beta exp(g))] (from the intra stage), Kᵀ, Q, P
 //   (whole tiles, each cluster CTA loading its share), the CTA's 64 x 32 slice of V and the
@@ -31,7 +32,8 @@
 //   285 -> 178 us, H100, bench/RESULTS.md 2026-11-27 session 16). Per chunk:
 //     VN: v_new = U - W S_hi (64 x 32: 8 WGMMAs over the keys, A = W from registers, negated by the
 //       WGMMA, S_hi as this warpgroup published it in shared memory, the accumulator starting as U);
-//     ṽ = diag(exp(g_last - g)) v_new, stored in 16 bits (v_new too, for WG1);
+//     ṽ = diag(exp(g_last - g)) v_new, stored in 16 bits (v_new too, for WG1, over the stage's
+//       V slice);
 //     S = exp(g_last) S + Kᵀ ṽ (M = 128 keys: 2 x 4 WGMMAs, A = Kᵀ MN-major);
 //     the next chunk's W = T diag(beta exp(g)) K (into accumulators, then to 16 bits as VN's A
 //       operand) and U = T diag(beta) V (into VN's accumulator);
@@ -92,21 +94,30 @@ namespace attnkit::gdn_cuda::sm90 {
 
 using namespace cute;
 
-template <class E, int kCluster_, int kStages_ = 3>
+template <class E, int kCluster_, int kCols_ = 32, int kStages_ = 3>
 struct SoCfg {
   using Element = E;
   static constexpr int kStages = kStages_;
+  // Value columns per CTA: 32 (4 CTAs per (sequence, value head)) or 64 (2, "wide"). A step of the
+  // chain is latency-bound, so a wide CTA takes little longer per chunk than a narrow one and
+  // does twice the work: wide pays when the narrow CTAs would not all fit on the device at once.
+  static constexpr int kCols = kCols_;
+  static_assert(kCols == 32 || kCols == 64);
+  using NC = Int<kCols>;
+  // 16-bit tiles kCols wide along their contiguous mode: one swizzle row of 64 or 128 bytes.
+  using AtomColsK = std::conditional_t<kCols == 32, GMMA::Layout_K_SW64_Atom<E>, GMMA::Layout_K_SW128_Atom<E>>;
+  using AtomColsMN = std::conditional_t<kCols == 32, GMMA::Layout_MN_SW64_Atom<E>, GMMA::Layout_MN_SW128_Atom<E>>;
   // CTAs of one (sequence, value head) in a cluster: each loads 1/kCluster of the shared tiles
   // (the U / W coefficients, Kᵀ, Q, P) and multicasts it to all of them.
   static constexpr int kCluster = kCluster_;
   static_assert(kCluster == 1 || kCluster == 2);
   static constexpr int kThreads = 384;
   // setmaxnreg budgets: the CTA starts with 168 registers per thread; the producer and the output
-  // warpgroup (two 64 x 32 accumulators) give back what the state warpgroup takes beyond that
-  // (accumulators S 128 x 32, W 64 x 128 and VN 64 x 32, and W's 16-bit copy).
+  // warpgroup (two 64 x kCols accumulators) give back what the state warpgroup takes beyond that
+  // (accumulators S 128 x kCols, W 64 x 128 and VN 64 x kCols, and W's 16-bit copy).
   static constexpr int kProducerRegs = 24;
-  static constexpr int kStateRegs = 240;
-  static constexpr int kOutputRegs = 104;
+  static constexpr int kStateRegs = kCols == 32 ? 240 : 256;
+  static constexpr int kOutputRegs = kCols == 32 ? 104 : 152;
   static_assert(kProducerRegs + kStateRegs + kOutputRegs <= 65536 / 128);
   // (row, key) tiles, keys contiguous: Q, the K-major A operand of Q S; and
   // (row, j) the coefficients [T diag(beta) | T diag(beta exp(g))], whose two 64-column halves are
@@ -118,32 +129,32 @@ struct SoCfg {
   using LayKt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_128, _64>{}, Step<_2, _1>{}));
   // P (i, j), j contiguous: K-major A of P v_new.
   using LayP = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _64>{}));
-  // The CTA's 64 x 32 slice of V, as (row, value).
-  using LayU = decltype(tile_to_shape(GMMA::Layout_K_SW64_Atom<E>{}, Shape<_64, _32>{}));
+  // The CTA's 64 x kCols slice of V, as (row, value).
+  using LayU = decltype(tile_to_shape(AtomColsK{}, Shape<_64, NC>{}));
   // Gates of 4 heads (the 16-byte aligned group holding this one) x 64 rows.
   using LayG = Layout<Shape<_4, _64>>;
   // S_hi as (value, key), values contiguous: MN-major B of W S_hi and Q S_hi.
-  using LayS = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _128>{}));
+  using LayS = decltype(tile_to_shape(AtomColsMN{}, Shape<NC, _128>{}));
   // ṽ as (value, row): MN-major B of Kᵀ ṽ.
-  using LayVt = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _64>{}));
+  using LayVt = decltype(tile_to_shape(AtomColsMN{}, Shape<NC, _64>{}));
   // v_new, and the V slice, as (value, row) (the bytes of LayU): MN-major B of P v_new and of U.
-  using LayVn = decltype(tile_to_shape(GMMA::Layout_MN_SW64_Atom<E>{}, Shape<_32, _64>{}));
+  using LayVn = decltype(tile_to_shape(AtomColsMN{}, Shape<NC, _64>{}));
 
   using MmaRowsS = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _128>, GMMA::Major::K, GMMA::Major::MN>()));
+      GMMA::ss_op_selector<E, E, float, Shape<_64, NC, _128>, GMMA::Major::K, GMMA::Major::MN>()));
   // -W S_hi with W from registers (the state warpgroup builds W in its accumulators; the WGMMA
   // negates A, which spares 64 negations a chunk).
-  using MmaVnRs = decltype(make_tiled_mma(GMMA::rs_op_selector<E, E, float, Shape<_64, _32, _128>, GMMA::Major::K,
+  using MmaVnRs = decltype(make_tiled_mma(GMMA::rs_op_selector<E, E, float, Shape<_64, NC, _128>, GMMA::Major::K,
                                                                GMMA::Major::MN, GMMA::ScaleIn::Neg,
                                                                GMMA::ScaleIn::One>()));
   // An m64 x 128 fp32 accumulator holds the same (row, column) pairs in the same register order as
   // the 8 m64 x k16 A fragments of a 128-deep RS product (element e + 4 blk: column 8 blk + ...).
   using LayWFrag = Layout<Shape<Shape<_2, _2, _2>, _1, _8>, Stride<Stride<_1, _2, _4>, _0, _8>>;
-  using MmaRows32 = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _64>, GMMA::Major::K, GMMA::Major::MN>()));
+  using MmaRowsC = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<E, E, float, Shape<_64, NC, _64>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaKeys = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<E, E, float, Shape<_64, _32, _64>, GMMA::Major::MN, GMMA::Major::MN>()));
-  // W = T diag(beta exp(g)) K (U = T diag(beta) V is a MmaRows32 product).
+      GMMA::ss_op_selector<E, E, float, Shape<_64, NC, _64>, GMMA::Major::MN, GMMA::Major::MN>()));
+  // W = T diag(beta exp(g)) K (U = T diag(beta) V is a MmaRowsC product).
   using MmaW = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, _128, _64>, GMMA::Major::K, GMMA::Major::MN>()));
 
@@ -170,7 +181,7 @@ struct SoCfg {
       SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<float const*>(nullptr)), ShapeG{}, StrideG{}), LayG{}));
 
   static constexpr uint32_t kStageBytes =
-      (3 * 64 * 128 + 64 * 64 + 64 * 32) * sizeof(E) + 4 * 64 * sizeof(float);
+      (3 * 64 * 128 + 64 * 64 + 64 * kCols) * sizeof(E) + 4 * 64 * sizeof(float);
 };
 
 template <class Cfg>
@@ -182,11 +193,12 @@ struct SoSmem {
   cute::array_aligned<E, 64 * 128, 1024> kt[S];
   cute::array_aligned<E, 64 * 128, 1024> q[S];
   cute::array_aligned<E, 64 * 64, 1024> p[S];
-  cute::array_aligned<E, 32 * 64, 1024> v[S];  // the CTA's V slice
+  // The CTA's V slice, then v_new in its place: U, V's only reader, has completed when the state
+  // warpgroup writes v_new (so a wide CTA fits in 227 KB).
+  cute::array_aligned<E, Cfg::kCols * 64, 1024> v[S];
   cute::array_aligned<float, 4 * 64, 128> g[S];
-  cute::array_aligned<E, 32 * 128, 1024> s_hi;  // S rounded to 16 bits
-  cute::array_aligned<E, 2 * 32 * 64, 1024> vtn;  // ṽ, then v_new (2 x 4 KB, LayVt = LayVn)
-  static constexpr int kVnOffset = 32 * 64;        // v_new's first element in vtn
+  cute::array_aligned<E, Cfg::kCols * 128, 1024> s_hi;  // S rounded to 16 bits
+  cute::array_aligned<E, Cfg::kCols * 64, 1024> vt;     // ṽ (LayVt, the layout of v_new)
   alignas(8) uint64_t full[S];
   alignas(8) uint64_t empty[S];
 };
@@ -250,18 +262,35 @@ constexpr int kBarZero = 3;    // the state warpgroup's own: rows past len zeroe
 constexpr int kConsumerThreads = 256;  // the two warpgroups at kBarS and kBarV
 constexpr int kConsumerWarps = 8;      // state and output: each releases every stage
 
-// The state warpgroup's column pairs: pair q (0-15) of its 128 x 32 S accumulator (columns
-// c, c + 1) is elements (so_pair_elem(q), + 1).
-constexpr int so_pair_elem(int q) { return 2 * (q & 7) + 16 * (q >> 3); }
+// N below is the CTA's value columns (kCols). A thread's pair (r, b, m) of an accumulator holds
+// columns 8 b + 2 (lane % 4) + {0, 1} of row 8 r + 64 m (+ the warp's and lane's offset); in the
+// 16-bit tiles (LayS, LayVt: N values x 8 rows per swizzle atom, 16 N bytes) the row's atom is an
+// immediate, the column block's swizzled position is not: one base address per b.
+// The state warpgroup's column pairs: pair q (0 to N / 2 - 1) of its 128 x N S accumulator
+// (columns c, c + 1) is elements (so_pair_elem(q), + 1).
+template <int N>
+constexpr int so_pair_elem(int q) {
+  return 2 * (q % (N / 4)) + (N / 2) * (q / (N / 4));
+}
 // Where pair q goes in S_hi (LayS): so_s_hi_imm(q) bytes past the address of pair
-// 2 so_s_hi_base(q), in every thread, so the publish stores at 4 bases + immediates.
+// 2 so_s_hi_base(q), in every thread, so the publish stores at N / 8 bases + immediates.
 // tests/layout/gdn_state_output_sm90_layout_test.cu checks this against CuTe on the host.
-constexpr int so_s_hi_base(int q) { return (q >> 1) & 3; }
-constexpr uint32_t so_s_hi_imm(int q) { return 512u * (q & 1) + 4096u * (q >> 3); }
-// The VN pairs: pair q (0-7) of the 64 x 32 VN accumulator is elements (2 q, 2 q + 1); in ṽ (LayVt)
-// it goes so_vt_imm(q) bytes past pair q & ~1 (the thread's second row is 8 rows on). v_new (LayVn,
-// the same layout) goes kVnFromVt bytes past ṽ. Checked by the same host test.
-constexpr uint32_t so_vt_imm(int q) { return 512u * (q & 1); }
+template <int N>
+constexpr int so_s_hi_base(int q) {
+  return (q >> 1) % (N / 8);
+}
+template <int N>
+constexpr uint32_t so_s_hi_imm(int q) {
+  return 16u * N * (q & 1) + 128u * N * (q / (N / 4));
+}
+// The VN pairs: pair q (0 to N / 4 - 1) of the 64 x N VN accumulator is elements (2 q, 2 q + 1);
+// in ṽ (LayVt) it goes so_vt_imm(q) bytes past pair q & ~1 (the thread's second row is 8 rows
+// on). v_new (LayVn, the same layout) goes to the same offset in the stage's V tile. Checked by the
+// same host test.
+template <int N>
+constexpr uint32_t so_vt_imm(int q) {
+  return 16u * N * (q & 1);
+}
 
 // The accumulator fragments here are ((2, 2, N/8), MMA_M, 1), compact: element
 // e + 4 blk + (N / 2) m holds column 8 blk + 2 t + (e & 1) of row block m.
@@ -278,13 +307,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using E = typename Cfg::Element;
   constexpr int kStages = Cfg::kStages;
+  constexpr int kCols = Cfg::kCols;
+  using NC = typename Cfg::NC;
   using FullBar = cutlass::arch::ClusterTransactionBarrier;
   using EmptyBar = cutlass::arch::ClusterBarrier;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& ss = *reinterpret_cast<SoSmem<Cfg>*>(smem_raw);
 
   const int vb = blockIdx.x, hv = blockIdx.y, n = blockIdx.z;
-  const int v0 = 32 * vb;
+  const int v0 = kCols * vb;
   const int hq = hv / p.group;
   const int wg = threadIdx.x / 128, tidx = threadIdx.x % 128, lane = threadIdx.x % 32;
   int64_t s0, s1;
@@ -365,7 +396,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                make_coord(_0{}, _0{}));
         Tensor gQ = local_tile(domain_offset(make_coord(row0, _0{}), mQ(_, _, hq, batch)), Shape<_64, _128>{},
                                make_coord(_0{}, _0{}));
-        Tensor gV = local_tile(domain_offset(make_coord(row0, v0), mV(_, _, hv, batch)), Shape<_64, _32>{},
+        Tensor gV = local_tile(domain_offset(make_coord(row0, v0), mV(_, _, hv, batch)), Shape<_64, NC>{},
                                make_coord(_0{}, _0{}));
         Tensor gP = local_tile(domain_offset(make_coord(row0, _0{}), mP(_, _, hv, batch)), Shape<_64, _64>{},
                                make_coord(_0{}, _0{}));
@@ -385,8 +416,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     __syncwarp();
   } else {
     Tensor sShi = make_tensor(make_smem_ptr(ss.s_hi.data()), typename Cfg::LayS{});
-    Tensor sVt = make_tensor(make_smem_ptr(ss.vtn.data()), typename Cfg::LayVt{});
-    Tensor sVn = make_tensor(make_smem_ptr(ss.vtn.data() + SoSmem<Cfg>::kVnOffset), typename Cfg::LayVn{});
+    Tensor sVt = make_tensor(make_smem_ptr(ss.vt.data()), typename Cfg::LayVt{});
 
     if (wg == 0) {
       // ---------------- state
@@ -394,7 +424,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       typename Cfg::MmaVnRs mma_vn;
       typename Cfg::MmaKeys mma_up;
       typename Cfg::MmaW mma_w;
-      typename Cfg::MmaRows32 mma_u;
+      typename Cfg::MmaRowsC mma_u;
       auto thr_vn = mma_vn.get_thread_slice(tidx);
       auto thr_up = mma_up.get_thread_slice(tidx);
       auto thr_w = mma_w.get_thread_slice(tidx);
@@ -403,19 +433,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Tensor tUPrB = thr_up.partition_fragment_B(sVt);  // (MMA, 1, 4)
       // VN's accumulator starts each chunk as U (U = T diag(beta) V lands in it), and the product
       // negates W, so it ends as v_new = U - W S_hi.
-      Tensor accVN = partition_fragment_C(mma_vn, Shape<_64, _32>{});
-      Tensor accS = partition_fragment_C(mma_up, Shape<_128, _32>{});
+      Tensor accVN = partition_fragment_C(mma_vn, Shape<_64, NC>{});
+      Tensor accS = partition_fragment_C(mma_up, Shape<_128, NC>{});
       Tensor accW = partition_fragment_C(mma_w, Shape<_64, _128>{});
       Tensor aW = make_tensor<E>(typename Cfg::LayWFrag{});  // W in 16 bits, VN's A operand
-      Tensor cVN = thr_vn.partition_C(make_identity_tensor(Shape<_64, _32>{}));
-      Tensor cS = thr_up.partition_C(make_identity_tensor(Shape<_128, _32>{}));
+      Tensor cVN = thr_vn.partition_C(make_identity_tensor(Shape<_64, NC>{}));
+      Tensor cS = thr_up.partition_C(make_identity_tensor(Shape<_128, NC>{}));
       check_acc_layout(accVN);
       check_acc_layout(accS);
       check_acc_layout(accW);
-      static_assert(decltype(size(accVN))::value == 16 && decltype(size(accS))::value == 32);
+      static_assert(decltype(size(accVN))::value == kCols / 2 && decltype(size(accS))::value == kCols);
       static_assert(decltype(size(accW))::value == 64 && decltype(size(aW))::value == 64);
-      static_assert(decltype(stride<1>(accS.layout()))::value == 16);
-      static_assert(std::is_same_v<decltype(partition_fragment_C(mma_u, Shape<_64, _32>{}).layout()),
+      static_assert(decltype(stride<1>(accS.layout()))::value == kCols / 2);
+      static_assert(std::is_same_v<decltype(partition_fragment_C(mma_u, Shape<_64, NC>{}).layout()),
                                    decltype(accVN.layout())>,
                     "U's accumulator must be VN's");
 
@@ -426,31 +456,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                       ? static_cast<const float*>(p.init.p)[n * p.init.s0 + hv * p.init.sh + key * p.init.sk + v0 + c]
                       : 0.f;
       }
-      // Shared-window addresses, once: the S pair (c, key) for the 16 state pairs, and for the 8
-      // VN pairs ṽ (c, row) and v_new (c, row), as bases plus immediates. Kept as 16 S offsets,
-      // they were recomputed from the swizzle every chunk (~60 instructions between the update and
-      // kBarS); kept as 16 ṽ / v_new offsets, ~80 instructions among the VN WGMMAs.
+      // Shared-window addresses, once: the S pair (c, key) for the kCols / 2 state pairs, and for
+      // the kCols / 4 VN pairs ṽ (c, row) and v_new (c, row), as bases plus immediates. Kept as 16
+      // S offsets, they were recomputed from the swizzle every chunk (~60 instructions between the
+      // update and kBarS); kept as 16 ṽ / v_new offsets, ~80 instructions among the VN WGMMAs.
       // S pair q at s_pair[so_s_hi_base(q)] + so_s_hi_imm(q); ṽ pair q at vt_pair[q >> 1] +
-      // so_vt_imm(q), its v_new kVnFromVt further.
+      // so_vt_imm(q), its v_new at the same offset in the stage's V tile.
       const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
-      const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vtn.data());
-      constexpr uint32_t kVnFromVt = SoSmem<Cfg>::kVnOffset * sizeof(E);
+      const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vt.data());
       static_assert(std::is_same_v<typename Cfg::LayVt, typename Cfg::LayVn>);
-      uint32_t s_pair[4], vt_pair[4];
+      constexpr int kBases = kCols / 8;
+      uint32_t s_pair[kBases], vt_pair[kBases];
       CUTE_UNROLL
-      for (int j = 0; j < 4; ++j) {
-        const int i = so_pair_elem(2 * j);
+      for (int j = 0; j < kBases; ++j) {
+        const int i = so_pair_elem<kCols>(2 * j);
         s_pair[j] = s_hi_base + smem_off(&sShi(get<1>(cS(i)), get<0>(cS(i))), ss.s_hi.data());
         const int row = get<0>(cVN(4 * j)), c = get<1>(cVN(4 * j));
-        vt_pair[j] = vt_base + smem_off(&sVt(c, row), ss.vtn.data());
+        vt_pair[j] = vt_base + smem_off(&sVt(c, row), ss.vt.data());
       }
       // The thread's two accumulator rows (pairs q with q & 1 == 0 and == 1).
       const int row_a = get<0>(cVN(0)), row_b = get<0>(cVN(2));
       auto publish = [&]() {
         CUTE_UNROLL
-        for (int q = 0; q < 16; ++q) {
-          const int i = so_pair_elem(q);
-          const uint32_t addr = s_pair[so_s_hi_base(q)] + so_s_hi_imm(q);
+        for (int q = 0; q < kCols / 2; ++q) {
+          const int i = so_pair_elem<kCols>(q);
+          const uint32_t addr = s_pair[so_s_hi_base<kCols>(q)] + so_s_hi_imm<kCols>(q);
           sts32(addr, pack2f<E>(accS(i), accS(i + 1)));
         }
         cutlass::arch::fence_view_async_shared();
@@ -467,7 +497,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           Tensor sKt = make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{});
           Tensor sV = make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayU{});
           for (int x = tidx; x < (kChunk - len) * 128; x += 128) sKt(x % 128, len + x / 128) = E(0.f);
-          for (int x = tidx; x < (kChunk - len) * 32; x += 128) sV(len + x / 32, x % 32) = E(0.f);
+          for (int x = tidx; x < (kChunk - len) * kCols; x += 128) sV(len + x / kCols, x % kCols) = E(0.f);
           cutlass::arch::fence_view_async_shared();
           gpu::named_barrier_sync(kBarZero, 128);
         }
@@ -480,7 +510,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         Tensor tWrB = thr_w.partition_fragment_B(make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{}));
         wg_issue(mma_w, accW, tWrA, tWrB);
       };
-      // U = T diag(beta) V of chunk ci (its 32 columns) into accVN (committed, not waited).
+      // U = T diag(beta) V of chunk ci (the CTA's columns) into accVN (committed, not waited).
       auto issue_u = [&](int ci) {
         const int s = ci % kStages;
         Tensor tUrA = thr_u.partition_fragment_A(make_tensor(make_smem_ptr(ss.t[s].data()), typename Cfg::LayP{}));
@@ -527,17 +557,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         warpgroup_wait<0>();
         warpgroup_fence_operand(accVN);
 
-        // v_new (0 past len) and ṽ = diag(exp(g_last - g)) v_new, in 16 bits.
+        // v_new (0 past len) and ṽ = diag(exp(g_last - g)) v_new, in 16 bits; v_new over the
+        // stage's V tile (U, its reader, completed last chunk).
+        const uint32_t vn_from_vt = cute::cast_smem_ptr_to_uint(ss.v[s].data()) - vt_base;
         CUTE_UNROLL
-        for (int q = 0; q < 8; ++q) {
+        for (int q = 0; q < kCols / 4; ++q) {
           const bool ok = (q & 1) ? ok_b : ok_a;
           const float ex = (q & 1) ? ex_b : ex_a;
           const int i = 2 * q;
           const float vn0 = ok ? accVN(i) : 0.f;
           const float vn1 = ok ? accVN(i + 1) : 0.f;
-          const uint32_t addr = vt_pair[q >> 1] + so_vt_imm(q);
+          const uint32_t addr = vt_pair[q >> 1] + so_vt_imm<kCols>(q);
           sts32(addr, pack2f<E>(vn0 * ex, vn1 * ex));
-          sts32(addr + kVnFromVt, pack2f<E>(vn0, vn1));
+          sts32(addr + vn_from_vt, pack2f<E>(vn0, vn1));
         }
         cutlass::arch::fence_view_async_shared();
         gpu::named_barrier_sync(kBarV, kConsumerThreads);
@@ -571,10 +603,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
       if (p.fin.defined()) {
         CUTE_UNROLL
-        for (int q = 0; q < 16; ++q) {
+        for (int q = 0; q < kCols / 2; ++q) {
           CUTE_UNROLL
           for (int e = 0; e < 2; ++e) {
-            const int i = so_pair_elem(q) + e;
+            const int i = so_pair_elem<kCols>(q) + e;
             const int key = get<0>(cS(i)), c = get<1>(cS(i));
             static_cast<float*>(p.fin.p)[n * p.fin.s0 + hv * p.fin.sh + key * p.fin.sk + v0 + c] = accS(i);
           }
@@ -584,23 +616,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // ---------------- output
       cutlass::arch::warpgroup_reg_dealloc<Cfg::kOutputRegs>();
       typename Cfg::MmaRowsS mma_o;
-      typename Cfg::MmaRows32 mma_pv;
+      typename Cfg::MmaRowsC mma_pv;
       auto thr_o = mma_o.get_thread_slice(tidx);
       auto thr_pv = mma_pv.get_thread_slice(tidx);
       Tensor tOrBhi = thr_o.partition_fragment_B(sShi);  // (MMA, 1, 8)
-      Tensor tPVrB = thr_pv.partition_fragment_B(sVn);  // (MMA, 1, 4)
-      Tensor accO = partition_fragment_C(mma_o, Shape<_64, _32>{});
-      Tensor accPV = partition_fragment_C(mma_pv, Shape<_64, _32>{});
-      Tensor cPV = thr_pv.partition_C(make_identity_tensor(Shape<_64, _32>{}));
+      Tensor accO = partition_fragment_C(mma_o, Shape<_64, NC>{});
+      Tensor accPV = partition_fragment_C(mma_pv, Shape<_64, NC>{});
+      Tensor cPV = thr_pv.partition_C(make_identity_tensor(Shape<_64, NC>{}));
       check_acc_layout(accO);
       check_acc_layout(accPV);
-      static_assert(decltype(size(accO))::value == 16 && decltype(size(accPV))::value == 16);
+      static_assert(decltype(size(accO))::value == kCols / 2 && decltype(size(accPV))::value == kCols / 2);
       E* obase = p.o + int64_t{batch} * p.o_sb + int64_t{hv} * p.o_sh + v0;
-      // The thread's two rows and four column pairs of the 64 x 32 output (as in accPV).
+      // The thread's two rows and kCols / 8 column pairs of the 64 x kCols output (as in accPV).
       const int row_a = get<0>(cPV(0)), row_b = get<0>(cPV(2));
-      int col[4];
+      int col[kCols / 8];
       CUTE_UNROLL
-      for (int b = 0; b < 4; ++b) col[b] = get<1>(cPV(4 * b));
+      for (int b = 0; b < kCols / 8; ++b) col[b] = get<1>(cPV(4 * b));
 
       for (int ci = 0; ci < nchunks; ++ci) {
         const int s = ci % kStages;
@@ -614,6 +645,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         gpu::named_barrier_sync(kBarV, kConsumerThreads);
 
         Tensor tAp = thr_pv.partition_fragment_A(make_tensor(make_smem_ptr(ss.p[s].data()), typename Cfg::LayP{}));
+        Tensor tPVrB = thr_pv.partition_fragment_B(make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayVn{}));
         wg_issue(mma_pv, accPV, tAp, tPVrB);
         warpgroup_wait<0>();
         warpgroup_fence_operand(accPV);
@@ -623,9 +655,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const float* gs = ss.g[s].data();
         const float ex_a = p.scale * __expf(gs[4 * row_a + g_col]);
         const float ex_b = p.scale * __expf(gs[4 * row_b + g_col]);
-        uint32_t packed[8];
+        uint32_t packed[kCols / 4];
         CUTE_UNROLL
-        for (int q = 0; q < 8; ++q) {
+        for (int q = 0; q < kCols / 4; ++q) {
           const float ex = (q & 1) ? ex_b : ex_a;
           const int i = 2 * q;
           packed[q] = pack2f<E>(ex * accO(i) + p.scale * accPV(i), ex * accO(i + 1) + p.scale * accPV(i + 1));
@@ -635,7 +667,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         E* const dst_a = obase + (row0 + row_a) * p.o_st;
         E* const dst_b = obase + (row0 + row_b) * p.o_st;
         CUTE_UNROLL
-        for (int q = 0; q < 8; ++q) {
+        for (int q = 0; q < kCols / 4; ++q) {
           if (((q & 1) ? row_b : row_a) >= len) continue;
           E* dst = ((q & 1) ? dst_b : dst_a) + col[q >> 1];
           if (p.o_pair) {
@@ -674,9 +706,9 @@ cudaLaunchConfig_t so_launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAt
 }
 
 // How many clusters of the kCluster variant fit on the device at once (cached per device).
-template <class E, int kCluster>
+template <class E, int kCluster, int kCols>
 Status max_active_clusters(int* out) {
-  using Cfg = SoCfg<E, kCluster>;
+  using Cfg = SoCfg<E, kCluster, kCols>;
   static std::mutex mu;
   static int cache[64] = {};
   int device = 0;
@@ -699,9 +731,9 @@ Status max_active_clusters(int* out) {
   return Status::Ok();
 }
 
-template <class E, int kCluster>
+template <class E, int kCluster, int kCols>
 Status launch_so(const StateOutParams& sp, const SeqLayout& L, cudaStream_t stream) {
-  using Cfg = SoCfg<E, kCluster>;
+  using Cfg = SoCfg<E, kCluster, kCols>;
   const int rows = static_cast<int>(L.T);
   const int batches = L.varlen ? 1 : L.N;
   // TMA wants every global stride a multiple of 16 bytes, also for extents of 1 whose stride is
@@ -734,7 +766,7 @@ Status launch_so(const StateOutParams& sp, const SeqLayout& L, cudaStream_t stre
   static_assert(kSmem <= 227 * 1024, "shared memory exceeds the 227 KB a Hopper CTA can have");
   ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = so_launch_config<Cfg>(dim3(kHead / 32, sp.HV, L.N), stream, &attr);
+  const cudaLaunchConfig_t cfg = so_launch_config<Cfg>(dim3(kHead / kCols, sp.HV, L.N), stream, &attr);
   ATTNKIT_CUDA_TRY(cudaLaunchKernelEx(&cfg, kernel, p));
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn fused state pass + output (sm90)");
   return Status::Ok();
@@ -742,11 +774,12 @@ Status launch_so(const StateOutParams& sp, const SeqLayout& L, cudaStream_t stre
 
 }  // namespace attnkit::gdn_cuda::sm90
 
-// One translation unit per (dtype, cluster size) instantiates the kernel (state_output_sm90_*.cu).
-#define ATTNKIT_GDN_SO_SM90_DEFINE(DT, E, C)                                                        \
-  namespace attnkit::gdn_cuda {                                                                    \
-  Status so_sm90_launch_##DT##_c##C(const StateOutParams& p, const SeqLayout& L, cudaStream_t s) {  \
-    return sm90::launch_so<E, C>(p, L, s);                                                         \
-  }                                                                                                \
-  Status so_sm90_fit_##DT##_c##C(int* n) { return sm90::max_active_clusters<E, C>(n); }            \
+// One translation unit per (dtype, cluster size, value columns) instantiates the kernel
+// (state_output_sm90_*.cu).
+#define ATTNKIT_GDN_SO_SM90_DEFINE(DT, E, C, W)                                                       \
+  namespace attnkit::gdn_cuda {                                                                      \
+  Status so_sm90_launch_##DT##_c##C##_w##W(const StateOutParams& p, const SeqLayout& L, cudaStream_t s) { \
+    return sm90::launch_so<E, C, W>(p, L, s);                                                        \
+  }                                                                                                  \
+  Status so_sm90_fit_##DT##_c##C##_w##W(int* n) { return sm90::max_active_clusters<E, C, W>(n); }    \
   }

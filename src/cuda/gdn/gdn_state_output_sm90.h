@@ -1,5 +1,6 @@
-// The WGMMA/TMA fused state/output variants (one translation unit each, sm_90a builds only) and
-// how many of their clusters fit on the current device.
+// The WGMMA/TMA fused state/output variants, by cluster size and value columns per CTA (one
+// translation unit each, sm_90a builds only), and how many of their clusters fit on the current
+// device.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,12 +10,14 @@
 
 namespace attnkit::gdn_cuda {
 struct SeqLayout;
-#define ATTNKIT_GDN_SO_SM90_DECLARE(DT, C)                                                         \
-  Status so_sm90_launch_##DT##_c##C(const StateOutParams&, const SeqLayout&, cudaStream_t);        \
-  Status so_sm90_fit_##DT##_c##C(int* clusters);
-ATTNKIT_GDN_SO_SM90_DECLARE(bf16, 1)
-ATTNKIT_GDN_SO_SM90_DECLARE(bf16, 2)
-ATTNKIT_GDN_SO_SM90_DECLARE(fp16, 1)
-ATTNKIT_GDN_SO_SM90_DECLARE(fp16, 2)
+#define ATTNKIT_GDN_SO_SM90_DECLARE(DT, C, W)                                                      \
+  Status so_sm90_launch_##DT##_c##C##_w##W(const StateOutParams&, const SeqLayout&, cudaStream_t); \
+  Status so_sm90_fit_##DT##_c##C##_w##W(int* clusters);
+ATTNKIT_GDN_SO_SM90_DECLARE(bf16, 1, 32)
+ATTNKIT_GDN_SO_SM90_DECLARE(bf16, 2, 32)
+ATTNKIT_GDN_SO_SM90_DECLARE(bf16, 2, 64)
+ATTNKIT_GDN_SO_SM90_DECLARE(fp16, 1, 32)
+ATTNKIT_GDN_SO_SM90_DECLARE(fp16, 2, 32)
+ATTNKIT_GDN_SO_SM90_DECLARE(fp16, 2, 64)
 #undef ATTNKIT_GDN_SO_SM90_DECLARE
 }  // namespace attnkit::gdn_cuda

@@ -1,5 +1,5 @@
 // Dispatch of the WGMMA/TMA fused state pass + chunk output (gdn_state_output_sm90.cuh): checks
-// what its TMA loads need and picks the cluster size.
+// what its TMA loads need and picks the value columns per CTA and the cluster size.
 #include <cstdint>
 #include <cstdlib>
 
@@ -14,12 +14,30 @@ namespace {
 
 using LaunchFn = Status (*)(const StateOutParams&, const SeqLayout&, cudaStream_t);
 using FitFn = Status (*)(int*);
+struct Variant {
+  LaunchFn launch;
+  FitFn fit;
+};
+// One dtype's variants: 32 value columns per CTA in clusters of 1 or 2, and 64 in clusters of 2.
+struct Variants {
+  Variant c1, c2, wide;
+};
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : 0;
+}
 
 // The CTAs of one (sequence, value head) run in clusters of two that share their U / W
-// coefficient, Kᵀ, Q and P tiles through TMA multicast, unless that takes more waves than single CTAs.
-// ATTNKIT_GDN_CLUSTER=1|2 in the environment forces a size (timings, tests).
-Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, LaunchFn l1, LaunchFn l2, FitFn f1,
-                FitFn f2) {
+// coefficient, Kᵀ, Q and P tiles through TMA multicast, unless that takes more waves than single
+// CTAs. Each CTA's chain of chunk steps is latency-bound, so when the narrow CTAs (32 value
+// columns, 4 per value head) would not all run at once, the wide ones (64 columns, 2 per value
+// head: each step a little longer, half as many CTAs) finish sooner. Only the sequence count is
+// known on the host (cu_seqlens is on the device), so a ragged batch dominated by one long
+// sequence may still get the wide variant where the narrow one would have been faster.
+// In the environment, ATTNKIT_GDN_SO_COLS=32|64 forces the columns and ATTNKIT_GDN_CLUSTER=1|2 the
+// cluster size of the narrow variant (timings, tests).
+Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, const Variants& v) {
   // Gates [B, T, heads padded to a multiple of 4] (16-byte rows): a chunk's gates are one TMA box
   // of 4 heads x 64 rows whose start is aligned whatever the chunk's first row.
   if (p.g_cum.dt != 0 || p.g_cum.sh != 1 || p.g_cum.st % 4 != 0 || p.g_cum.st < p.HV || p.g_cum.sb % 4 != 0 ||
@@ -30,26 +48,38 @@ Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, Lau
       return Status::Internal("gdn sm90 state/output: q, k, v, the U / W coefficients and P need 16-byte aligned rows");
   if (L.T > INT32_MAX - kChunk || L.N > 65535)
     return Status::Unsupported("gdn sm90 state/output: at most 2^31 - 65 rows and 65535 sequences");
-  int cluster = 0;
-  if (const char* env = std::getenv("ATTNKIT_GDN_CLUSTER")) cluster = std::atoi(env);
+  int cols = env_int("ATTNKIT_GDN_SO_COLS");
+  int cluster = env_int("ATTNKIT_GDN_CLUSTER");
+  if (cols == 64) return v.wide.launch(p, L, s);
+  const int64_t ctas = int64_t{kHead / 32} * p.HV * L.N;
+  int fit1 = 0;
+  if (cols != 32 && cluster != 1 && cluster != 2) {
+    ATTNKIT_RETURN_IF_ERROR(v.c1.fit(&fit1));
+    if (ctas > fit1) return v.wide.launch(p, L, s);
+  }
   if (cluster != 1 && cluster != 2) {
-    int fit1 = 0, fit2 = 0;
-    ATTNKIT_RETURN_IF_ERROR(f1(&fit1));
-    ATTNKIT_RETURN_IF_ERROR(f2(&fit2));
-    const int64_t ctas = int64_t{kHead / 32} * p.HV * L.N;
+    int fit2 = 0;
+    if (fit1 == 0) ATTNKIT_RETURN_IF_ERROR(v.c1.fit(&fit1));
+    ATTNKIT_RETURN_IF_ERROR(v.c2.fit(&fit2));
     const int64_t w1 = (ctas + fit1 - 1) / fit1, w2 = (ctas / 2 + fit2 - 1) / fit2;
     cluster = w2 <= w1 ? 2 : 1;
   }
-  return cluster == 2 ? l2(p, L, s) : l1(p, L, s);
+  return cluster == 2 ? v.c2.launch(p, L, s) : v.c1.launch(p, L, s);
 }
 
 }  // namespace
 
 Status launch_state_output_sm90_bf16(const StateOutParams& p, const SeqLayout& L, cudaStream_t s) {
-  return dispatch(p, L, s, so_sm90_launch_bf16_c1, so_sm90_launch_bf16_c2, so_sm90_fit_bf16_c1, so_sm90_fit_bf16_c2);
+  return dispatch(p, L, s,
+                  {{so_sm90_launch_bf16_c1_w32, so_sm90_fit_bf16_c1_w32},
+                   {so_sm90_launch_bf16_c2_w32, so_sm90_fit_bf16_c2_w32},
+                   {so_sm90_launch_bf16_c2_w64, so_sm90_fit_bf16_c2_w64}});
 }
 Status launch_state_output_sm90_fp16(const StateOutParams& p, const SeqLayout& L, cudaStream_t s) {
-  return dispatch(p, L, s, so_sm90_launch_fp16_c1, so_sm90_launch_fp16_c2, so_sm90_fit_fp16_c1, so_sm90_fit_fp16_c2);
+  return dispatch(p, L, s,
+                  {{so_sm90_launch_fp16_c1_w32, so_sm90_fit_fp16_c1_w32},
+                   {so_sm90_launch_fp16_c2_w32, so_sm90_fit_fp16_c2_w32},
+                   {so_sm90_launch_fp16_c2_w64, so_sm90_fit_fp16_c2_w64}});
 }
 #else
 Status launch_state_output_sm90_bf16(const StateOutParams&, const SeqLayout&, cudaStream_t) {
