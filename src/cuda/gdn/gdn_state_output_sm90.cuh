@@ -50,7 +50,16 @@
 //   warpgroup's store-width branch hoisted out of its pair loop (its instructions 260 -> 202 per
 //   warp and chunk; the kernel 1.00x), so WG0's waits at kBarS are not that epilogue's instructions.
 // - WG1, output: O = scale (diag(exp(g)) Q S_hi + P v_new), the first product while
-//   WG0 computes VN, the last while WG0 updates S; rows < len are stored from registers.
+//   WG0 computes VN, the last while WG0 updates S. Whole chunks go to shared memory (stmatrix,
+//   over the stage's Q tile, which Q S has consumed) and out by one TMA store; a sequence's last
+//   partial chunk, or an o whose rows are not 16-byte aligned, is stored from registers (rows <
+//   len). From registers, with a row check and a store-width branch per pair, the wide CTA's
+//   output warpgroup spent 38% of its time there and the state warpgroup waited for it at kBarS;
+//   straight-line 4-byte stores were slower still (their burst sat in the memory pipe ahead of the
+//   state warpgroup's S_hi stores, whose proxy fence waited for it: 471 -> 514 us on 8 uneven
+//   sequences). The TMA store took the kernel from 472 to 422 us there (wide) and from 291 to
+//   276 us at T = 16k (narrow), the forward 1.071x / 1.028x faster (H200, bench/RESULTS.md
+//   2026-11-29 session 20).
 // Hand-offs: named barrier kBarS (S of chunk c published; WG1 done with chunk c - 1) and kBarV
 // (ṽ and v_new written; WG1 done with Q S of chunk c), both warpgroups syncing once per chunk,
 // so S, ṽ and v_new need one buffer each. Measured slower (H100, same-call A/B, bench/RESULTS.md
@@ -177,6 +186,10 @@ struct SoCfg {
   using TmaKt = decltype(make_tma_copy(
       SharedLoad{}, make_tensor(make_gmem_ptr(static_cast<E const*>(nullptr)), ShapeT{}, StrideT{}), LayKt{},
       Int<kCluster>{}));
+  // The output tile (row, value) in LayU, staged over the stage's Q tile and stored by TMA.
+  using TmaO = decltype(make_tma_copy(
+      SM90_TMA_STORE{},
+      make_tensor(make_gmem_ptr(static_cast<E*>(nullptr)), ShapeRows<128>{}, StrideRows{}), LayU{}));
   using TmaG = decltype(make_tma_copy(
       SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<float const*>(nullptr)), ShapeG{}, StrideG{}), LayG{}));
 
@@ -215,6 +228,8 @@ struct SoParams {
   typename Cfg::Element* o;
   int64_t o_sb, o_st, o_sh;
   int o_pair;  // 1: o takes 4-byte stores of adjacent values
+  typename Cfg::TmaO tma_o;
+  int o_tma;  // 1: whole chunks' outputs go out by TMA (o's rows 16-byte aligned)
   StateT init, fin;
   float scale;
 };
@@ -259,6 +274,7 @@ CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
 constexpr int kBarS = 1;       // S of the chunk published (state and output warpgroups)
 constexpr int kBarV = 2;       // ṽ and v_new written; the output warpgroup done with Q S
 constexpr int kBarZero = 3;    // the state warpgroup's own: rows past len zeroed
+constexpr int kBarOut = 4;     // the output warpgroup's own: its tile staged for the TMA store
 constexpr int kConsumerThreads = 256;  // the two warpgroups at kBarS and kBarV
 constexpr int kConsumerWarps = 8;      // state and output: each releases every stage
 
@@ -655,6 +671,34 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const float* gs = ss.g[s].data();
         const float ex_a = p.scale * __expf(gs[4 * row_a + g_col]);
         const float ex_b = p.scale * __expf(gs[4 * row_b + g_col]);
+        const int64_t row0 = s0 + int64_t{ci} * kChunk;
+        if (p.o_tma && len == kChunk) {
+          // A whole chunk: to shared memory over the stage's Q tile (Q S completed) with stmatrix,
+          // then one TMA store, whose reads of the tile complete before the stage is released.
+          Tensor rO = make_tensor_like<E>(accPV);
+          CUTE_UNROLL
+          for (int i = 0; i < size(rO); ++i) {
+            const float ex = (i & 2) ? ex_b : ex_a;
+            rO(i) = static_cast<E>(ex * accO(i) + p.scale * accPV(i));
+          }
+          Tensor sOut = make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayU{});
+          auto stsm = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, E>{}, mma_pv);
+          auto thr_stsm = stsm.get_thread_slice(tidx);
+          copy(stsm, thr_stsm.retile_S(rO), thr_stsm.partition_D(sOut));
+          cute::tma_store_fence();
+          gpu::named_barrier_sync(kBarOut, 128);
+          if (tidx == 0) {
+            Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
+            Tensor gO = local_tile(domain_offset(make_coord(static_cast<int>(row0), v0), mO(_, _, hv, batch)),
+                                   Shape<_64, NC>{}, make_coord(_0{}, _0{}));
+            auto cta = p.tma_o.get_slice(0);
+            copy(p.tma_o, cta.partition_S(sOut), cta.partition_D(gO));
+            cute::tma_store_arrive();
+            cute::tma_store_wait<0>();
+          }
+          release(s);
+          continue;
+        }
         uint32_t packed[kCols / 4];
         CUTE_UNROLL
         for (int q = 0; q < kCols / 4; ++q) {
@@ -663,7 +707,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           packed[q] = pack2f<E>(ex * accO(i) + p.scale * accPV(i), ex * accO(i + 1) + p.scale * accPV(i + 1));
         }
         release(s);
-        const int64_t row0 = s0 + int64_t{ci} * kChunk;
         E* const dst_a = obase + (row0 + row_a) * p.o_st;
         E* const dst_b = obase + (row0 + row_b) * p.o_st;
         CUTE_UNROLL
@@ -750,6 +793,12 @@ Status launch_so(const StateOutParams& sp, const SeqLayout& L, cudaStream_t stre
                        make_stride(_1{}, sp.g_cum.st, fix(sp.g_cum.sb, batches, sp.g_cum.st)));
   const bool o_pair = (reinterpret_cast<uintptr_t>(sp.o.p) & 3) == 0 && sp.o.sb % 2 == 0 && sp.o.st % 2 == 0 &&
                       sp.o.sh % 2 == 0;
+  // Whole chunks' outputs go out by TMA where o's rows are 16-byte aligned; otherwise the
+  // descriptor (never used then) is built over v, which always is.
+  const bool o_tma = rows_aligned16(sp.o);
+  const Tok& o_desc = o_tma ? sp.o : sp.v;
+  auto o_t = make_tensor(make_gmem_ptr(static_cast<E*>(o_desc.p)), make_shape(rows, _128{}, sp.HV, batches),
+                         make_stride(o_desc.st, _1{}, fix(o_desc.sh, sp.HV, o_desc.st), fix(o_desc.sb, batches, o_desc.st)));
   using Shared = typename Cfg::SharedLoad;
   const SoParams<Cfg> p{
       make_tma_copy(Shared{}, rows_t(sp.q, sp.H, _128{}), typename Cfg::LayRowsD{}, Int<kCluster>{}),
@@ -760,6 +809,7 @@ Status launch_so(const StateOutParams& sp, const SeqLayout& L, cudaStream_t stre
       make_tma_copy(SM90_TMA_LOAD{}, g, typename Cfg::LayG{}),
       rows, batches, sp.H, sp.HV, sp.HV / sp.H, heads_g, L,
       static_cast<E*>(sp.o.p), sp.o.sb, sp.o.st, sp.o.sh, o_pair ? 1 : 0,
+      make_tma_copy(SM90_TMA_STORE{}, o_t, typename Cfg::LayU{}), o_tma ? 1 : 0,
       sp.init, sp.fin, sp.scale};
   auto kernel = &state_output_sm90_kernel<Cfg>;
   constexpr int kSmem = static_cast<int>(sizeof(SoSmem<Cfg>));
