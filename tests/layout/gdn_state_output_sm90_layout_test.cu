@@ -1,9 +1,9 @@
 // Host-side checks of the sm90 Gated DeltaNet state/output kernel's shared-memory address
 // arithmetic, against CuTe's own layouts (no GPU needed, so CI runs them), for both widths (32 and
 // 64 value columns per CTA). The kernel stores its S_hi pairs and its ṽ / v_new pairs at N / 8
-// per-thread base addresses each plus compile-time immediates (so_s_hi_base / so_s_hi_imm,
-// so_vt_imm); a change of LayS, LayVt or of the state warpgroup's MMAs that broke those
-// decompositions would store at wrong addresses.
+// per-thread base addresses each (pair 0's address XOR 16 b, so_base) plus compile-time
+// immediates (so_s_hi_base / so_s_hi_imm, so_vt_imm); a change of LayS, LayVt or of the state
+// warpgroup's MMAs that broke those decompositions would store at wrong addresses.
 #include <gtest/gtest.h>
 
 #include <cute/tensor.hpp>
@@ -48,6 +48,11 @@ int s_hi_pair_offset(int t, int q) {
 template <class E, int N>
 void check_s_hi_pairs() {
   for (int t = 0; t < 128; ++t) {
+    const uint32_t pair0 = static_cast<uint32_t>(s_hi_pair_offset<E, N>(t, 0));
+    for (int b = 0; b < N / 8; ++b) {
+      const int at = s_hi_pair_offset<E, N>(t, 2 * b);
+      ASSERT_EQ(at, static_cast<int>(sm90::so_base(pair0, b))) << "thread " << t << ", base " << b;
+    }
     for (int q = 0; q < N / 2; ++q) {
       const int base = s_hi_pair_offset<E, N>(t, 2 * sm90::so_s_hi_base<N>(q));
       const int at = s_hi_pair_offset<E, N>(t, q);
@@ -69,6 +74,11 @@ int vt_pair_offset(int t, int q) {
 template <class E, int N>
 void check_vt_pairs() {
   for (int t = 0; t < 128; ++t) {
+    const uint32_t pair0 = static_cast<uint32_t>(vt_pair_offset<E, N>(t, 0));
+    for (int b = 0; b < N / 8; ++b) {
+      const int at = vt_pair_offset<E, N>(t, 2 * b);
+      ASSERT_EQ(at, static_cast<int>(sm90::so_base(pair0, b))) << "thread " << t << ", base " << b;
+    }
     for (int q = 0; q < N / 4; ++q) {
       const int base = vt_pair_offset<E, N>(t, q & ~1);
       const int at = vt_pair_offset<E, N>(t, q);

@@ -289,8 +289,11 @@ constexpr int so_pair_elem(int q) {
   return 2 * (q % (N / 4)) + (N / 2) * (q / (N / 4));
 }
 // Where pair q goes in S_hi (LayS): so_s_hi_imm(q) bytes past the address of pair
-// 2 so_s_hi_base(q), in every thread, so the publish stores at N / 8 bases + immediates.
-// tests/layout/gdn_state_output_sm90_layout_test.cu checks this against CuTe on the host.
+// 2 so_s_hi_base(q), in every thread, so the publish stores at N / 8 bases + immediates. Base b
+// is pair 0's address XOR 16 b (the swizzle XORs the 16-byte column block with the row, whose
+// bits pair 0's address holds): one instruction from one register, where N / 8 live registers
+// were rematerialised from the swizzle (~5 instructions each) under the wide variant's register
+// pressure. tests/layout/gdn_state_output_sm90_layout_test.cu checks all this against CuTe.
 template <int N>
 constexpr int so_s_hi_base(int q) {
   return (q >> 1) % (N / 8);
@@ -307,6 +310,8 @@ template <int N>
 constexpr uint32_t so_vt_imm(int q) {
   return 16u * N * (q & 1);
 }
+// Base b's address from pair 0's (S_hi and ṽ alike).
+constexpr uint32_t so_base(uint32_t pair0, int b) { return pair0 ^ (16u * static_cast<uint32_t>(b)); }
 
 // The accumulator fragments here are ((2, 2, N/8), MMA_M, 1), compact: element
 // e + 4 blk + (N / 2) m holds column 8 blk + 2 t + (e & 1) of row block m.
@@ -476,27 +481,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // the kCols / 4 VN pairs ṽ (c, row) and v_new (c, row), as bases plus immediates. Kept as 16
       // S offsets, they were recomputed from the swizzle every chunk (~60 instructions between the
       // update and kBarS); kept as 16 ṽ / v_new offsets, ~80 instructions among the VN WGMMAs.
-      // S pair q at s_pair[so_s_hi_base(q)] + so_s_hi_imm(q); ṽ pair q at vt_pair[q >> 1] +
-      // so_vt_imm(q), its v_new at the same offset in the stage's V tile.
+      // S pair q at so_base(s_pair0, so_s_hi_base(q)) + so_s_hi_imm(q); ṽ pair q at
+      // so_base(vt_pair0, q >> 1) + so_vt_imm(q), its v_new at the same offset in the stage's V tile.
       const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
       const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vt.data());
       static_assert(std::is_same_v<typename Cfg::LayVt, typename Cfg::LayVn>);
-      constexpr int kBases = kCols / 8;
-      uint32_t s_pair[kBases], vt_pair[kBases];
-      CUTE_UNROLL
-      for (int j = 0; j < kBases; ++j) {
-        const int i = so_pair_elem<kCols>(2 * j);
-        s_pair[j] = s_hi_base + smem_off(&sShi(get<1>(cS(i)), get<0>(cS(i))), ss.s_hi.data());
-        const int row = get<0>(cVN(4 * j)), c = get<1>(cVN(4 * j));
-        vt_pair[j] = vt_base + smem_off(&sVt(c, row), ss.vt.data());
-      }
+      const uint32_t s_pair0 = s_hi_base + smem_off(&sShi(get<1>(cS(0)), get<0>(cS(0))), ss.s_hi.data());
+      const uint32_t vt_pair0 = vt_base + smem_off(&sVt(get<1>(cVN(0)), get<0>(cVN(0))), ss.vt.data());
       // The thread's two accumulator rows (pairs q with q & 1 == 0 and == 1).
       const int row_a = get<0>(cVN(0)), row_b = get<0>(cVN(2));
       auto publish = [&]() {
         CUTE_UNROLL
         for (int q = 0; q < kCols / 2; ++q) {
           const int i = so_pair_elem<kCols>(q);
-          const uint32_t addr = s_pair[so_s_hi_base<kCols>(q)] + so_s_hi_imm<kCols>(q);
+          const uint32_t addr = so_base(s_pair0, so_s_hi_base<kCols>(q)) + so_s_hi_imm<kCols>(q);
           sts32(addr, pack2f<E>(accS(i), accS(i + 1)));
         }
         cutlass::arch::fence_view_async_shared();
@@ -583,7 +581,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const int i = 2 * q;
           const float vn0 = ok ? accVN(i) : 0.f;
           const float vn1 = ok ? accVN(i + 1) : 0.f;
-          const uint32_t addr = vt_pair[q >> 1] + so_vt_imm<kCols>(q);
+          const uint32_t addr = so_base(vt_pair0, q >> 1) + so_vt_imm<kCols>(q);
           sts32(addr, pack2f<E>(vn0 * ex, vn1 * ex));
           sts32(addr + vn_from_vt, pack2f<E>(vn0, vn1));
         }
