@@ -108,8 +108,10 @@ struct SoCfg {
   using Element = E;
   static constexpr int kStages = kStages_;
   // Value columns per CTA: 32 (4 CTAs per (sequence, value head)) or 64 (2, "wide"). A step of the
-  // chain is latency-bound, so a wide CTA takes little longer per chunk than a narrow one and
-  // does twice the work: wide pays when the narrow CTAs would not all fit on the device at once.
+  // chain is latency-bound, so a wide CTA takes less than twice as long per chunk as a narrow one
+  // (1.44x at T = 16k: 418 against 290 us with half the CTAs) for twice the columns: wide pays
+  // when the narrow CTAs would not all fit on the device at once (8 uneven sequences: 595 -> 469
+  // us; H200, bench/RESULTS.md 2026-11-29 session 20).
   static constexpr int kCols = kCols_;
   static_assert(kCols == 32 || kCols == 64);
   using NC = Int<kCols>;
