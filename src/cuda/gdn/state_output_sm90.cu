@@ -32,7 +32,8 @@ int env_int(const char* name) {
 // coefficient, Kᵀ, Q and P tiles through TMA multicast, unless that takes more waves than single
 // CTAs. Each CTA's chain of chunk steps is latency-bound, so when the narrow CTAs (32 value
 // columns, 4 per value head) would not all run at once, the wide ones (64 columns, 2 per value
-// head: each step a little longer, half as many CTAs) finish sooner. Only the sequence count is
+// head: each chunk step ~1.4x as long, half as many CTAs) finish sooner (8 uneven sequences: the
+// kernel 595 -> 469 us, H200, bench/RESULTS.md 2026-11-29 session 20). Only the sequence count is
 // known on the host (cu_seqlens is on the device), so a ragged batch dominated by one long
 // sequence may still get the wide variant where the narrow one would have been faster.
 // In the environment, ATTNKIT_GDN_SO_COLS=32|64 forces the columns and ATTNKIT_GDN_CLUSTER=1|2 the
@@ -48,7 +49,7 @@ Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, con
       return Status::Internal("gdn sm90 state/output: q, k, v, the U / W coefficients and P need 16-byte aligned rows");
   if (L.T > INT32_MAX - kChunk || L.N > 65535)
     return Status::Unsupported("gdn sm90 state/output: at most 2^31 - 65 rows and 65535 sequences");
-  int cols = env_int("ATTNKIT_GDN_SO_COLS");
+  const int cols = env_int("ATTNKIT_GDN_SO_COLS");
   int cluster = env_int("ATTNKIT_GDN_CLUSTER");
   if (cols == 64) return v.wide.launch(p, L, s);
   const int64_t ctas = int64_t{kHead / 32} * p.HV * L.N;
