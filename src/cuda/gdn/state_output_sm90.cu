@@ -18,9 +18,11 @@ struct Variant {
   LaunchFn launch;
   FitFn fit;
 };
-// One dtype's variants: 32 value columns per CTA in clusters of 1 or 2, and 64 in clusters of 2.
+// One dtype's variants: 32 value columns per CTA in clusters of 1 or 2, and 64 in clusters of 2
+// (picked on the narrow variant's fit, so only its launch is needed).
 struct Variants {
-  Variant c1, c2, wide;
+  Variant c1, c2;
+  LaunchFn wide;
 };
 
 int env_int(const char* name) {
@@ -50,22 +52,16 @@ Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, con
   if (L.T > INT32_MAX - kChunk || L.N > 65535)
     return Status::Unsupported("gdn sm90 state/output: at most 2^31 - 65 rows and 65535 sequences");
   const int cols = env_int("ATTNKIT_GDN_SO_COLS");
-  int cluster = env_int("ATTNKIT_GDN_CLUSTER");
-  if (cols == 64) return v.wide.launch(p, L, s);
+  const int cluster = env_int("ATTNKIT_GDN_CLUSTER");
+  if (cols == 64) return v.wide(p, L, s);
+  if (cluster == 1 || cluster == 2) return (cluster == 2 ? v.c2 : v.c1).launch(p, L, s);
   const int64_t ctas = int64_t{kHead / 32} * p.HV * L.N;
-  int fit1 = 0;
-  if (cols != 32 && cluster != 1 && cluster != 2) {
-    ATTNKIT_RETURN_IF_ERROR(v.c1.fit(&fit1));
-    if (ctas > fit1) return v.wide.launch(p, L, s);
-  }
-  if (cluster != 1 && cluster != 2) {
-    int fit2 = 0;
-    if (fit1 == 0) ATTNKIT_RETURN_IF_ERROR(v.c1.fit(&fit1));
-    ATTNKIT_RETURN_IF_ERROR(v.c2.fit(&fit2));
-    const int64_t w1 = (ctas + fit1 - 1) / fit1, w2 = (ctas / 2 + fit2 - 1) / fit2;
-    cluster = w2 <= w1 ? 2 : 1;
-  }
-  return cluster == 2 ? v.c2.launch(p, L, s) : v.c1.launch(p, L, s);
+  int fit1 = 0, fit2 = 0;
+  ATTNKIT_RETURN_IF_ERROR(v.c1.fit(&fit1));
+  if (cols != 32 && ctas > fit1) return v.wide(p, L, s);
+  ATTNKIT_RETURN_IF_ERROR(v.c2.fit(&fit2));
+  const int64_t w1 = (ctas + fit1 - 1) / fit1, w2 = (ctas / 2 + fit2 - 1) / fit2;
+  return (w2 <= w1 ? v.c2 : v.c1).launch(p, L, s);
 }
 
 }  // namespace
@@ -74,13 +70,13 @@ Status launch_state_output_sm90_bf16(const StateOutParams& p, const SeqLayout& L
   return dispatch(p, L, s,
                   {{so_sm90_launch_bf16_c1_w32, so_sm90_fit_bf16_c1_w32},
                    {so_sm90_launch_bf16_c2_w32, so_sm90_fit_bf16_c2_w32},
-                   {so_sm90_launch_bf16_c2_w64, so_sm90_fit_bf16_c2_w64}});
+                   so_sm90_launch_bf16_c2_w64});
 }
 Status launch_state_output_sm90_fp16(const StateOutParams& p, const SeqLayout& L, cudaStream_t s) {
   return dispatch(p, L, s,
                   {{so_sm90_launch_fp16_c1_w32, so_sm90_fit_fp16_c1_w32},
                    {so_sm90_launch_fp16_c2_w32, so_sm90_fit_fp16_c2_w32},
-                   {so_sm90_launch_fp16_c2_w64, so_sm90_fit_fp16_c2_w64}});
+                   so_sm90_launch_fp16_c2_w64});
 }
 #else
 Status launch_state_output_sm90_bf16(const StateOutParams&, const SeqLayout&, cudaStream_t) {
