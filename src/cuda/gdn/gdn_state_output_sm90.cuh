@@ -42,7 +42,12 @@
 //   A fourth warpgroup used to build W and U a chunk ahead and hand them over through shared
 //   memory (mbarriers w_ready / w_free); building them here, with VN taking W from registers,
 //   took this kernel from 325 to 315 us at T = 16k and the forward 1.02-1.03x faster (H200,
-//   bench/RESULTS.md 2026-11-28 session 18).
+//   bench/RESULTS.md 2026-11-28 session 18). Session 21 measured again what W costs the chain
+//   here (~19% of this warpgroup's samples at 16k): without W's product and conversion (its bytes
+//   loaded instead, values meaningless) this kernel went 274 -> 252 us, and with mbarrier
+//   hand-offs, S_hi double-buffered and Q / P in their own ring 251 us; but an intra stage that
+//   computed W went 146 -> 234 us (forward 0.86x), and a fourth warpgroup building W beside those
+//   hand-offs made this kernel 278 -> 306 us (bench/RESULTS.md 2026-11-29 session 21).
 //   No cross-warp reduction: each WGMMA spans the warpgroup. The epilogues are on the critical
 //   path, so they use shared-window offsets computed once and 16-bit pairs. Two placements on
 //   that path (the S_hi stores at base + immediate, S's decay under VN's latency) took this
@@ -123,6 +128,11 @@ struct SoCfg {
   static constexpr int kCluster = kCluster_;
   static_assert(kCluster == 1 || kCluster == 2);
   static constexpr int kThreads = 384;
+  // The state warpgroup's 16-bit stores (S_hi, ṽ, v_new) by stmatrix, or by 4-byte pair stores at
+  // precomputed addresses. stmatrix took the narrow kernel from 274 to 266 us at T = 16k (forward
+  // 1.010x) but the wide one from 416 to 434 us on 8 uneven sequences (0.969x) (H200,
+  // bench/RESULTS.md 2026-11-29 session 21).
+  static constexpr bool kStsm = kCols == 32;
   // setmaxnreg budgets: the CTA starts with 168 registers per thread; the producer and the output
   // warpgroup (two 64 x kCols accumulators) give back what the state warpgroup takes beyond that
   // (accumulators S 128 x kCols, W 64 x 128 and VN 64 x kCols, and W's 16-bit copy).
@@ -324,6 +334,69 @@ CUTE_DEVICE void check_acc_layout(const Frag& f) {
                 "accumulator must be compact");
 }
 
+// The output warpgroup's chunk epilogue: O = scale (exp(g) Q S_hi + P v_new) for the chunk's rows
+// row0 .. row0 + len - 1 from its accumulators (element i of accO and of accPV hold the same (row,
+// column); ex_a, ex_b: scale exp(g) of the thread's two rows), then stage s released.
+// Whole chunks go to shared memory (stmatrix, over the stage's Q tile, which Q S has consumed)
+// and out by one TMA store, whose reads of the tile complete before the stage is released; a
+// sequence's last partial chunk, or an o whose rows are not 16-byte aligned, is stored from
+// registers (rows < len).
+template <class Cfg, class MmaPV, class AccO, class AccPV, class Release>
+CUTE_DEVICE void so_store_output(const SoParams<Cfg>& p, SoSmem<Cfg>& ss, int s, const MmaPV& mma_pv,
+                                 const AccO& accO, const AccPV& accPV, int tidx, int row_a, int row_b, float ex_a,
+                                 float ex_b, int64_t row0, int len, int hv, int batch, int v0, Release&& release) {
+  using E = typename Cfg::Element;
+  constexpr int kCols = Cfg::kCols;
+  using NC = typename Cfg::NC;
+  auto value = [&](int i) {
+    const float ex = (i & 2) ? ex_b : ex_a;
+    return ex * accO(i) + p.scale * accPV(i);
+  };
+  if (p.o_tma && len == kChunk) {
+    Tensor rO = make_tensor_like<E>(accPV);
+    CUTE_UNROLL
+    for (int i = 0; i < size(rO); ++i) rO(i) = static_cast<E>(value(i));
+    Tensor sOut = make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayU{});
+    auto stsm = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, E>{}, mma_pv);
+    auto thr_stsm = stsm.get_thread_slice(tidx);
+    copy(stsm, thr_stsm.retile_S(rO), thr_stsm.partition_D(sOut));
+    cute::tma_store_fence();
+    gpu::named_barrier_sync(kBarOut, 128);
+    if (tidx == 0) {
+      Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
+      Tensor gO = local_tile(domain_offset(make_coord(static_cast<int>(row0), v0), mO(_, _, hv, batch)),
+                             Shape<_64, NC>{}, make_coord(_0{}, _0{}));
+      auto cta = p.tma_o.get_slice(0);
+      copy(p.tma_o, cta.partition_S(sOut), cta.partition_D(gO));
+      cute::tma_store_arrive();
+      cute::tma_store_wait<0>();
+    }
+    release(s);
+    return;
+  }
+  uint32_t packed[kCols / 4];
+  CUTE_UNROLL
+  for (int q = 0; q < kCols / 4; ++q) packed[q] = pack2f<E>(value(2 * q), value(2 * q + 1));
+  release(s);
+  // Pair q of the thread: row row_a or row_b (q odd), columns 8 (q / 2) + 2 (tidx % 4) + {0, 1}.
+  const int col0 = 2 * (tidx % 4);
+  E* const obase = p.o + int64_t{batch} * p.o_sb + int64_t{hv} * p.o_sh + v0;
+  E* const dst_a = obase + (row0 + row_a) * p.o_st;
+  E* const dst_b = obase + (row0 + row_b) * p.o_st;
+  CUTE_UNROLL
+  for (int q = 0; q < kCols / 4; ++q) {
+    if (((q & 1) ? row_b : row_a) >= len) continue;
+    E* dst = ((q & 1) ? dst_b : dst_a) + 8 * (q >> 1) + col0;
+    if (p.o_pair) {
+      *reinterpret_cast<uint32_t*>(dst) = packed[q];
+    } else {
+      const uint32_t v = packed[q];
+      reinterpret_cast<uint16_t*>(dst)[0] = static_cast<uint16_t>(v & 0xffffu);
+      reinterpret_cast<uint16_t*>(dst)[1] = static_cast<uint16_t>(v >> 16);
+    }
+  }
+}
+
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     state_output_sm90_kernel(const __grid_constant__ SoParams<Cfg> p) {
@@ -479,10 +552,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                       ? static_cast<const float*>(p.init.p)[n * p.init.s0 + hv * p.init.sh + key * p.init.sk + v0 + c]
                       : 0.f;
       }
-      // Shared-window addresses, once: the S pair (c, key) for the kCols / 2 state pairs, and for
-      // the kCols / 4 VN pairs ṽ (c, row) and v_new (c, row), as bases plus immediates. Kept as 16
-      // S offsets, they were recomputed from the swizzle every chunk (~60 instructions between the
-      // update and kBarS); kept as 16 ṽ / v_new offsets, ~80 instructions among the VN WGMMAs.
+      // Shared-window addresses for the 4-byte pair stores (Cfg::kStsm false), once: the S pair
+      // (c, key) for the kCols / 2 state pairs, and for the kCols / 4 VN pairs ṽ (c, row) and v_new
+      // (c, row), as bases plus immediates. Kept as 16 S offsets, they were recomputed from the
+      // swizzle every chunk (~60 instructions between the update and kBarS); kept as 16 ṽ / v_new
+      // offsets, ~80 instructions among the VN WGMMAs.
       // S pair q at so_base(s_pair0, so_s_hi_base(q)) + so_s_hi_imm(q); ṽ pair q at
       // so_base(vt_pair0, q >> 1) + so_vt_imm(q), its v_new at the same offset in the stage's V tile.
       const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
@@ -493,11 +567,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // The thread's two accumulator rows (pairs q with q & 1 == 0 and == 1).
       const int row_a = get<0>(cVN(0)), row_b = get<0>(cVN(2));
       auto publish = [&]() {
-        CUTE_UNROLL
-        for (int q = 0; q < kCols / 2; ++q) {
-          const int i = so_pair_elem<kCols>(q);
-          const uint32_t addr = so_base(s_pair0, so_s_hi_base<kCols>(q)) + so_s_hi_imm<kCols>(q);
-          sts32(addr, pack2f<E>(accS(i), accS(i + 1)));
+        if constexpr (Cfg::kStsm) {
+          // S as (key, value): values contiguous in each key's row of LayS.
+          Tensor sShiKV = make_tensor(make_smem_ptr(ss.s_hi.data()),
+                                      composition(typename Cfg::LayS{}, Layout<Shape<_128, NC>, Stride<NC, _1>>{}));
+          auto stsm = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, E>{}, mma_up);
+          auto thr_stsm = stsm.get_thread_slice(tidx);
+          Tensor rS = make_tensor_like<E>(accS);
+          CUTE_UNROLL
+          for (int i = 0; i < size(accS); ++i) rS(i) = static_cast<E>(accS(i));
+          copy(stsm, thr_stsm.retile_S(rS), thr_stsm.partition_D(sShiKV));
+        } else {
+          CUTE_UNROLL
+          for (int q = 0; q < kCols / 2; ++q) {
+            const int i = so_pair_elem<kCols>(q);
+            const uint32_t addr = so_base(s_pair0, so_s_hi_base<kCols>(q)) + so_s_hi_imm<kCols>(q);
+            sts32(addr, pack2f<E>(accS(i), accS(i + 1)));
+          }
         }
         cutlass::arch::fence_view_async_shared();
       };
@@ -575,17 +661,37 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
         // v_new (0 past len) and ṽ = diag(exp(g_last - g)) v_new, in 16 bits; v_new over the
         // stage's V tile (U, its reader, completed last chunk).
-        const uint32_t vn_from_vt = cute::cast_smem_ptr_to_uint(ss.v[s].data()) - vt_base;
-        CUTE_UNROLL
-        for (int q = 0; q < kCols / 4; ++q) {
-          const bool ok = (q & 1) ? ok_b : ok_a;
-          const float ex = (q & 1) ? ex_b : ex_a;
-          const int i = 2 * q;
-          const float vn0 = ok ? accVN(i) : 0.f;
-          const float vn1 = ok ? accVN(i + 1) : 0.f;
-          const uint32_t addr = so_base(vt_pair0, q >> 1) + so_vt_imm<kCols>(q);
-          sts32(addr, pack2f<E>(vn0 * ex, vn1 * ex));
-          sts32(addr + vn_from_vt, pack2f<E>(vn0, vn1));
+        if constexpr (Cfg::kStsm) {
+          // (row, value) views of ṽ and of the stage's V tile (LayVt: values contiguous in a row).
+          using RowsOfVals = Layout<Shape<_64, NC>, Stride<NC, _1>>;
+          Tensor sVtRV = make_tensor(make_smem_ptr(ss.vt.data()), composition(typename Cfg::LayVt{}, RowsOfVals{}));
+          Tensor sVnRV = make_tensor(make_smem_ptr(ss.v[s].data()), composition(typename Cfg::LayVn{}, RowsOfVals{}));
+          auto stsm_v = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, E>{}, mma_vn);
+          auto thr_stsm_v = stsm_v.get_thread_slice(tidx);
+          Tensor rVt = make_tensor_like<E>(accVN);
+          Tensor rVn = make_tensor_like<E>(accVN);
+          CUTE_UNROLL
+          for (int i = 0; i < size(accVN); ++i) {
+            const bool ok = (i & 2) ? ok_b : ok_a;
+            const float vn = ok ? accVN(i) : 0.f;
+            rVt(i) = static_cast<E>(vn * ((i & 2) ? ex_b : ex_a));
+            rVn(i) = static_cast<E>(vn);
+          }
+          copy(stsm_v, thr_stsm_v.retile_S(rVt), thr_stsm_v.partition_D(sVtRV));
+          copy(stsm_v, thr_stsm_v.retile_S(rVn), thr_stsm_v.partition_D(sVnRV));
+        } else {
+          const uint32_t vn_from_vt = cute::cast_smem_ptr_to_uint(ss.v[s].data()) - vt_base;
+          CUTE_UNROLL
+          for (int q = 0; q < kCols / 4; ++q) {
+            const bool ok = (q & 1) ? ok_b : ok_a;
+            const float ex = (q & 1) ? ex_b : ex_a;
+            const int i = 2 * q;
+            const float vn0 = ok ? accVN(i) : 0.f;
+            const float vn1 = ok ? accVN(i + 1) : 0.f;
+            const uint32_t addr = so_base(vt_pair0, q >> 1) + so_vt_imm<kCols>(q);
+            sts32(addr, pack2f<E>(vn0 * ex, vn1 * ex));
+            sts32(addr + vn_from_vt, pack2f<E>(vn0, vn1));
+          }
         }
         cutlass::arch::fence_view_async_shared();
         gpu::named_barrier_sync(kBarV, kConsumerThreads);
@@ -642,12 +748,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       check_acc_layout(accO);
       check_acc_layout(accPV);
       static_assert(decltype(size(accO))::value == kCols / 2 && decltype(size(accPV))::value == kCols / 2);
-      E* obase = p.o + int64_t{batch} * p.o_sb + int64_t{hv} * p.o_sh + v0;
-      // The thread's two rows and kCols / 8 column pairs of the 64 x kCols output (as in accPV).
+      // The thread's two rows of the 64 x kCols output (as in accPV).
       const int row_a = get<0>(cPV(0)), row_b = get<0>(cPV(2));
-      int col[kCols / 8];
-      CUTE_UNROLL
-      for (int b = 0; b < kCols / 8; ++b) col[b] = get<1>(cPV(4 * b));
 
       for (int ci = 0; ci < nchunks; ++ci) {
         const int s = ci % kStages;
@@ -666,61 +768,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         warpgroup_wait<0>();
         warpgroup_fence_operand(accPV);
 
-        // O(row, c) = scale (exp(g) Q S_hi + P v_new); element i of accPV and of accO
-        // hold the same (row, column).
         const float* gs = ss.g[s].data();
         const float ex_a = p.scale * __expf(gs[4 * row_a + g_col]);
         const float ex_b = p.scale * __expf(gs[4 * row_b + g_col]);
-        const int64_t row0 = s0 + int64_t{ci} * kChunk;
-        if (p.o_tma && len == kChunk) {
-          // A whole chunk: to shared memory over the stage's Q tile (Q S completed) with stmatrix,
-          // then one TMA store, whose reads of the tile complete before the stage is released.
-          Tensor rO = make_tensor_like<E>(accPV);
-          CUTE_UNROLL
-          for (int i = 0; i < size(rO); ++i) {
-            const float ex = (i & 2) ? ex_b : ex_a;
-            rO(i) = static_cast<E>(ex * accO(i) + p.scale * accPV(i));
-          }
-          Tensor sOut = make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayU{});
-          auto stsm = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, E>{}, mma_pv);
-          auto thr_stsm = stsm.get_thread_slice(tidx);
-          copy(stsm, thr_stsm.retile_S(rO), thr_stsm.partition_D(sOut));
-          cute::tma_store_fence();
-          gpu::named_barrier_sync(kBarOut, 128);
-          if (tidx == 0) {
-            Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
-            Tensor gO = local_tile(domain_offset(make_coord(static_cast<int>(row0), v0), mO(_, _, hv, batch)),
-                                   Shape<_64, NC>{}, make_coord(_0{}, _0{}));
-            auto cta = p.tma_o.get_slice(0);
-            copy(p.tma_o, cta.partition_S(sOut), cta.partition_D(gO));
-            cute::tma_store_arrive();
-            cute::tma_store_wait<0>();
-          }
-          release(s);
-          continue;
-        }
-        uint32_t packed[kCols / 4];
-        CUTE_UNROLL
-        for (int q = 0; q < kCols / 4; ++q) {
-          const float ex = (q & 1) ? ex_b : ex_a;
-          const int i = 2 * q;
-          packed[q] = pack2f<E>(ex * accO(i) + p.scale * accPV(i), ex * accO(i + 1) + p.scale * accPV(i + 1));
-        }
-        release(s);
-        E* const dst_a = obase + (row0 + row_a) * p.o_st;
-        E* const dst_b = obase + (row0 + row_b) * p.o_st;
-        CUTE_UNROLL
-        for (int q = 0; q < kCols / 4; ++q) {
-          if (((q & 1) ? row_b : row_a) >= len) continue;
-          E* dst = ((q & 1) ? dst_b : dst_a) + col[q >> 1];
-          if (p.o_pair) {
-            *reinterpret_cast<uint32_t*>(dst) = packed[q];
-          } else {
-            const uint32_t v = packed[q];
-            reinterpret_cast<uint16_t*>(dst)[0] = static_cast<uint16_t>(v & 0xffffu);
-            reinterpret_cast<uint16_t*>(dst)[1] = static_cast<uint16_t>(v >> 16);
-          }
-        }
+        so_store_output<Cfg>(p, ss, s, mma_pv, accO, accPV, tidx, row_a, row_b, ex_a, ex_b,
+                             s0 + int64_t{ci} * kChunk, len, hv, batch, v0, release);
       }
     }
   }
