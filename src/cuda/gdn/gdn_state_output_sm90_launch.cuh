@@ -115,11 +115,16 @@ Status launch_so(const StateOutParams& sp, const SeqLayout& L, cudaStream_t stre
 }  // namespace attnkit::gdn_cuda::sm90
 
 // One translation unit per (dtype, cluster size, value columns) instantiates the kernel
-// (state_output_sm90_*.cu).
-#define ATTNKIT_GDN_SO_SM90_DEFINE(DT, E, C, W)                                                       \
+// (state_output_sm90_*.cu): its launch, and for the narrow variants, whose fit the dispatch reads,
+// how many of their clusters fit.
+#define ATTNKIT_GDN_SO_SM90_DEFINE_LAUNCH(DT, E, C, W)                                                \
   namespace attnkit::gdn_cuda {                                                                      \
   Status so_sm90_launch_##DT##_c##C##_w##W(const StateOutParams& p, const SeqLayout& L, cudaStream_t s) { \
     return sm90::launch_so<E, C, W>(p, L, s);                                                        \
   }                                                                                                  \
+  }
+#define ATTNKIT_GDN_SO_SM90_DEFINE(DT, E, C, W)                                                       \
+  ATTNKIT_GDN_SO_SM90_DEFINE_LAUNCH(DT, E, C, W)                                                     \
+  namespace attnkit::gdn_cuda {                                                                      \
   Status so_sm90_fit_##DT##_c##C##_w##W(int* n) { return sm90::max_active_clusters<E, C, W>(n); }    \
   }

@@ -2,5 +2,5 @@
 // CTA (the wide variant).
 #if defined(ATTNKIT_HAS_SM90A)
 #include "cuda/gdn/gdn_state_output_sm90_launch.cuh"
-ATTNKIT_GDN_SO_SM90_DEFINE(bf16, cutlass::bfloat16_t, 2, 64)
+ATTNKIT_GDN_SO_SM90_DEFINE_LAUNCH(bf16, cutlass::bfloat16_t, 2, 64)
 #endif
