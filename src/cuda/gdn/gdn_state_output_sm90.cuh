@@ -334,6 +334,15 @@ CUTE_DEVICE void check_acc_layout(const Frag& f) {
                 "accumulator must be compact");
 }
 
+// A warpgroup's 16-bit tile r (in the order of the accumulators of mma) to dst, a shared-memory
+// tensor of the accumulators' (row, column) shape whose rows are 16-byte runs, by stmatrix.
+template <class Mma, class Frag, class Dst>
+CUTE_DEVICE void stsm_store(const Mma& mma, int tidx, const Frag& r, Dst&& dst) {
+  auto stsm = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, typename Frag::value_type>{}, mma);
+  auto thr = stsm.get_thread_slice(tidx);
+  copy(stsm, thr.retile_S(r), thr.partition_D(dst));
+}
+
 // The output warpgroup's chunk epilogue: O = scale (exp(g) Q S_hi + P v_new) for the chunk's rows
 // row0 .. row0 + len - 1 from its accumulators (element i of accO and of accPV hold the same (row,
 // column); ex_a, ex_b: scale exp(g) of the thread's two rows), then stage s released.
@@ -357,9 +366,7 @@ CUTE_DEVICE void so_store_output(const SoParams<Cfg>& p, SoSmem<Cfg>& ss, int s,
     CUTE_UNROLL
     for (int i = 0; i < size(rO); ++i) rO(i) = static_cast<E>(value(i));
     Tensor sOut = make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayU{});
-    auto stsm = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, E>{}, mma_pv);
-    auto thr_stsm = stsm.get_thread_slice(tidx);
-    copy(stsm, thr_stsm.retile_S(rO), thr_stsm.partition_D(sOut));
+    stsm_store(mma_pv, tidx, rO, sOut);
     cute::tma_store_fence();
     gpu::named_barrier_sync(kBarOut, 128);
     if (tidx == 0) {
@@ -571,12 +578,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           // S as (key, value): values contiguous in each key's row of LayS.
           Tensor sShiKV = make_tensor(make_smem_ptr(ss.s_hi.data()),
                                       composition(typename Cfg::LayS{}, Layout<Shape<_128, NC>, Stride<NC, _1>>{}));
-          auto stsm = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, E>{}, mma_up);
-          auto thr_stsm = stsm.get_thread_slice(tidx);
           Tensor rS = make_tensor_like<E>(accS);
           CUTE_UNROLL
           for (int i = 0; i < size(accS); ++i) rS(i) = static_cast<E>(accS(i));
-          copy(stsm, thr_stsm.retile_S(rS), thr_stsm.partition_D(sShiKV));
+          stsm_store(mma_up, tidx, rS, sShiKV);
         } else {
           CUTE_UNROLL
           for (int q = 0; q < kCols / 2; ++q) {
@@ -666,19 +671,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           using RowsOfVals = Layout<Shape<_64, NC>, Stride<NC, _1>>;
           Tensor sVtRV = make_tensor(make_smem_ptr(ss.vt.data()), composition(typename Cfg::LayVt{}, RowsOfVals{}));
           Tensor sVnRV = make_tensor(make_smem_ptr(ss.v[s].data()), composition(typename Cfg::LayVn{}, RowsOfVals{}));
-          auto stsm_v = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, E>{}, mma_vn);
-          auto thr_stsm_v = stsm_v.get_thread_slice(tidx);
           Tensor rVt = make_tensor_like<E>(accVN);
           Tensor rVn = make_tensor_like<E>(accVN);
           CUTE_UNROLL
           for (int i = 0; i < size(accVN); ++i) {
-            const bool ok = (i & 2) ? ok_b : ok_a;
-            const float vn = ok ? accVN(i) : 0.f;
-            rVt(i) = static_cast<E>(vn * ((i & 2) ? ex_b : ex_a));
+            const bool row_b = (i & 2) != 0;  // the thread's second row
+            const float vn = (row_b ? ok_b : ok_a) ? accVN(i) : 0.f;
+            rVt(i) = static_cast<E>(vn * (row_b ? ex_b : ex_a));
             rVn(i) = static_cast<E>(vn);
           }
-          copy(stsm_v, thr_stsm_v.retile_S(rVt), thr_stsm_v.partition_D(sVtRV));
-          copy(stsm_v, thr_stsm_v.retile_S(rVn), thr_stsm_v.partition_D(sVnRV));
+          stsm_store(mma_vn, tidx, rVt, sVtRV);
+          stsm_store(mma_vn, tidx, rVn, sVnRV);
         } else {
           const uint32_t vn_from_vt = cute::cast_smem_ptr_to_uint(ss.v[s].data()) - vt_base;
           CUTE_UNROLL
