@@ -150,8 +150,16 @@ struct SoCfg {
   using LayKt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_128, _64>{}, Step<_2, _1>{}));
   // P (i, j), j contiguous: K-major A of P v_new.
   using LayP = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _64>{}));
-  // The CTA's 64 x kCols slice of V, as (row, value).
+  // The CTA's 64 x kCols slice of V, as (row, value); the output tile too.
   using LayU = decltype(tile_to_shape(AtomColsK{}, Shape<_64, NC>{}));
+  // A warp's 16 rows of the output tile (whole swizzle atoms: a contiguous quarter of LayU), the
+  // box of its TMA store.
+  using LayO16 = decltype(tile_to_shape(AtomColsK{}, Shape<_16, NC>{}));
+  // Whole chunks' outputs are staged in a double-buffered tile of their own (narrow: it fits),
+  // so that the output warpgroup releases the stage once P v_new has completed and never waits
+  // for a TMA store; the wide CTA stages them over the stage's Q tile (Q S has consumed it) and
+  // releases the stage once its store has read it.
+  static constexpr bool kOwnOutTile = kCols == 32;
   // Gates of 4 heads (the 16-byte aligned group holding this one) x 64 rows.
   using LayG = Layout<Shape<_4, _64>>;
   // S_hi as (value, key), values contiguous: MN-major B of W S_hi and Q S_hi.
@@ -198,16 +206,24 @@ struct SoCfg {
   using TmaKt = decltype(make_tma_copy(
       SharedLoad{}, make_tensor(make_gmem_ptr(static_cast<E const*>(nullptr)), ShapeT{}, StrideT{}), LayKt{},
       Int<kCluster>{}));
-  // The output tile (row, value) in LayU, staged over the stage's Q tile and stored by TMA.
+  // A warp's 16 x kCols of the output tile, stored by TMA.
   using TmaO = decltype(make_tma_copy(
       SM90_TMA_STORE{},
-      make_tensor(make_gmem_ptr(static_cast<E*>(nullptr)), ShapeRows<128>{}, StrideRows{}), LayU{}));
+      make_tensor(make_gmem_ptr(static_cast<E*>(nullptr)), ShapeRows<128>{}, StrideRows{}), LayO16{}));
   using TmaG = decltype(make_tma_copy(
       SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<float const*>(nullptr)), ShapeG{}, StrideG{}), LayG{}));
 
   static constexpr uint32_t kStageBytes =
       (3 * 64 * 128 + 64 * 64 + 64 * kCols) * sizeof(E) + 4 * 64 * sizeof(float);
 };
+
+// The output warpgroup's own staging tiles (Cfg::kOwnOutTile), or none.
+template <class E, int kCols, bool kOwn>
+struct SoOutTiles {
+  cute::array_aligned<E, 64 * kCols, 1024> t[2];
+};
+template <class E, int kCols>
+struct SoOutTiles<E, kCols, false> {};
 
 template <class Cfg>
 struct SoSmem {
@@ -224,6 +240,7 @@ struct SoSmem {
   cute::array_aligned<float, 4 * 64, 128> g[S];
   cute::array_aligned<E, Cfg::kCols * 128, 1024> s_hi;  // S rounded to 16 bits
   cute::array_aligned<E, Cfg::kCols * 64, 1024> vt;     // ṽ (LayVt, the layout of v_new)
+  SoOutTiles<E, Cfg::kCols, Cfg::kOwnOutTile> out;
   alignas(8) uint64_t full[S];
   alignas(8) uint64_t empty[S];
 };
@@ -286,7 +303,6 @@ CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
 constexpr int kBarS = 1;       // S of the chunk published (state and output warpgroups)
 constexpr int kBarV = 2;       // ṽ and v_new written; the output warpgroup done with Q S
 constexpr int kBarZero = 3;    // the state warpgroup's own: rows past len zeroed
-constexpr int kBarOut = 4;     // the output warpgroup's own: its tile staged for the TMA store
 constexpr int kConsumerThreads = 256;  // the two warpgroups at kBarS and kBarV
 constexpr int kConsumerWarps = 8;      // state and output: each releases every stage
 
@@ -345,46 +361,58 @@ CUTE_DEVICE void stsm_store(const Mma& mma, int tidx, const Frag& r, Dst&& dst) 
 
 // The output warpgroup's chunk epilogue: O = scale (exp(g) Q S_hi + P v_new) for the chunk's rows
 // row0 .. row0 + len - 1 from its accumulators (element i of accO and of accPV hold the same (row,
-// column); ex_a, ex_b: scale exp(g) of the thread's two rows), then stage s released.
-// Whole chunks go to shared memory (stmatrix, over the stage's Q tile, which Q S has consumed)
-// and out by one TMA store, whose reads of the tile complete before the stage is released; a
-// sequence's last partial chunk, or an o whose rows are not 16-byte aligned, is stored from
-// registers (rows < len).
+// column); ex_a, ex_b: scale exp(g) of the thread's two rows), chunk ci in stage s.
+// Whole chunks go to shared memory (stmatrix) and out by TMA, each warp storing its own 16 rows
+// (no barrier across the warpgroup): into the chunk's own staging tile (Cfg::kOwnOutTile: the
+// caller has released the stage), or over the stage's Q tile, which Q S has consumed, each warp
+// releasing the stage once its store has read it. A sequence's last partial chunk, or an o whose
+// rows are not 16-byte aligned, is stored from registers (rows < len).
 template <class Cfg, class MmaPV, class AccO, class AccPV, class Release>
-CUTE_DEVICE void so_store_output(const SoParams<Cfg>& p, SoSmem<Cfg>& ss, int s, const MmaPV& mma_pv,
+CUTE_DEVICE void so_store_output(const SoParams<Cfg>& p, SoSmem<Cfg>& ss, int ci, int s, const MmaPV& mma_pv,
                                  const AccO& accO, const AccPV& accPV, int tidx, int row_a, int row_b, float ex_a,
                                  float ex_b, int64_t row0, int len, int hv, int batch, int v0, Release&& release) {
   using E = typename Cfg::Element;
   constexpr int kCols = Cfg::kCols;
+  constexpr bool kOwn = Cfg::kOwnOutTile;
   using NC = typename Cfg::NC;
   auto value = [&](int i) {
     const float ex = (i & 2) ? ex_b : ex_a;
     return ex * accO(i) + p.scale * accPV(i);
   };
+  const int lane = tidx % 32, warp = tidx / 32;
   if (p.o_tma && len == kChunk) {
+    E* tile;
+    if constexpr (kOwn) {
+      tile = ss.out.t[ci & 1].data();
+      // The store that last read this tile (chunk ci - 2) has: its warp's lane 0 issued it.
+      if (lane == 0) cute::tma_store_wait<1>();
+      __syncwarp();
+    } else {
+      tile = ss.q[s].data();
+    }
     Tensor rO = make_tensor_like<E>(accPV);
     CUTE_UNROLL
     for (int i = 0; i < size(rO); ++i) rO(i) = static_cast<E>(value(i));
-    Tensor sOut = make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayU{});
-    stsm_store(mma_pv, tidx, rO, sOut);
+    stsm_store(mma_pv, tidx, rO, make_tensor(make_smem_ptr(tile), typename Cfg::LayU{}));
     cute::tma_store_fence();
-    gpu::named_barrier_sync(kBarOut, 128);
-    if (tidx == 0) {
+    __syncwarp();
+    if (lane == 0) {
       Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
-      Tensor gO = local_tile(domain_offset(make_coord(static_cast<int>(row0), v0), mO(_, _, hv, batch)),
-                             Shape<_64, NC>{}, make_coord(_0{}, _0{}));
+      Tensor gO = local_tile(domain_offset(make_coord(static_cast<int>(row0) + 16 * warp, v0), mO(_, _, hv, batch)),
+                             Shape<_16, NC>{}, make_coord(_0{}, _0{}));
+      Tensor sO = make_tensor(make_smem_ptr(tile + 16 * kCols * warp), typename Cfg::LayO16{});
       auto cta = p.tma_o.get_slice(0);
-      copy(p.tma_o, cta.partition_S(sOut), cta.partition_D(gO));
+      copy(p.tma_o, cta.partition_S(sO), cta.partition_D(gO));
       cute::tma_store_arrive();
-      cute::tma_store_wait<0>();
+      if constexpr (!kOwn) cute::tma_store_wait<0>();
     }
-    release(s);
+    if constexpr (!kOwn) release(s);
     return;
   }
   uint32_t packed[kCols / 4];
   CUTE_UNROLL
   for (int q = 0; q < kCols / 4; ++q) packed[q] = pack2f<E>(value(2 * q), value(2 * q + 1));
-  release(s);
+  if constexpr (!kOwn) release(s);
   // Pair q of the thread: row row_a or row_b (q odd), columns 8 (q / 2) + 2 (tidx % 4) + {0, 1}.
   const int col0 = 2 * (tidx % 4);
   E* const obase = p.o + int64_t{batch} * p.o_sb + int64_t{hv} * p.o_sh + v0;
@@ -761,6 +789,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         FullBar::wait(&ss.full[s], (ci / kStages) & 1);
         Tensor tA = thr_o.partition_fragment_A(make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayRowsD{}));
         wg_issue(mma_o, accO, tA, tOrBhi);
+        // The row scales while Q S runs (read after P v_new, their loads' latency was ~5% of this
+        // warpgroup's stall samples).
+        const float* gs = ss.g[s].data();
+        const float ex_a = p.scale * __expf(gs[4 * row_a + g_col]);
+        const float ex_b = p.scale * __expf(gs[4 * row_b + g_col]);
         warpgroup_wait<0>();
         warpgroup_fence_operand(accO);
         gpu::named_barrier_sync(kBarV, kConsumerThreads);
@@ -770,13 +803,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         wg_issue(mma_pv, accPV, tAp, tPVrB);
         warpgroup_wait<0>();
         warpgroup_fence_operand(accPV);
+        if constexpr (Cfg::kOwnOutTile) release(s);  // the stage's last reader here was P v_new
 
-        const float* gs = ss.g[s].data();
-        const float ex_a = p.scale * __expf(gs[4 * row_a + g_col]);
-        const float ex_b = p.scale * __expf(gs[4 * row_b + g_col]);
-        so_store_output<Cfg>(p, ss, s, mma_pv, accO, accPV, tidx, row_a, row_b, ex_a, ex_b,
+        so_store_output<Cfg>(p, ss, ci, s, mma_pv, accO, accPV, tidx, row_a, row_b, ex_a, ex_b,
                              s0 + int64_t{ci} * kChunk, len, hv, batch, v0, release);
       }
+      // The CTA's shared memory outlives the last TMA store's reads of it.
+      if (lane == 0) cute::tma_store_wait<0>();
     }
   }
   // No CTA leaves while others may still write into its shared memory or arrive on its barriers.

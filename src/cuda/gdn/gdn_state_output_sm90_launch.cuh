@@ -99,7 +99,7 @@ Status launch_so(const StateOutParams& sp, const SeqLayout& L, cudaStream_t stre
       make_tma_copy(SM90_TMA_LOAD{}, g, typename Cfg::LayG{}),
       rows, batches, sp.H, sp.HV, sp.HV / sp.H, heads_g, L,
       static_cast<E*>(sp.o.p), sp.o.sb, sp.o.st, sp.o.sh, o_pair ? 1 : 0,
-      make_tma_copy(SM90_TMA_STORE{}, o_t, typename Cfg::LayU{}), o_tma ? 1 : 0,
+      make_tma_copy(SM90_TMA_STORE{}, o_t, typename Cfg::LayO16{}), o_tma ? 1 : 0,
       sp.init, sp.fin, sp.scale};
   auto kernel = &state_output_sm90_kernel<Cfg>;
   constexpr int kSmem = static_cast<int>(sizeof(SoSmem<Cfg>));
