@@ -28,7 +28,10 @@
 // uneven sequences), o's and the final state's errors unchanged (H200, bench/RESULTS.md 2026-11-28
 // session 19). Not kept, the same session: four CTAs an SM (A and T over the dead K / Q tiles, 64
 // registers): 176 -> 193 us; a persistent grid loading the next item's K / Q behind the heads:
-// 0.96x the forward (and one failing test, not pursued).
+// 0.96x the forward (and one failing test, not pursued). Nor (2026-11-29 session 22): the value
+// heads in pairs, WG0 building both A, WG1 both P, then each warpgroup inverting one head and
+// storing its C (A over the dead K / Q tiles), though WG1 had waited ~20% of its samples for
+// WG0's inverse: 145 -> 167 us, the forward 0.932x at 16k.
 //
 // Rows past a chunk's len hold the next sequence's rows (or TMA's zeros past the tensor): K rows
 // there are zeroed in shared memory (0 x NaN need not be 0); Q rows there only reach P rows that

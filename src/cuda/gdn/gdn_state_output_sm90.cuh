@@ -56,16 +56,20 @@
 //   warpgroup's store-width branch hoisted out of its pair loop (its instructions 260 -> 202 per
 //   warp and chunk; the kernel 1.00x), so WG0's waits at kBarS are not that epilogue's instructions.
 // - WG1, output: O = scale (diag(exp(g)) Q S_hi + P v_new), the first product while
-//   WG0 computes VN, the last while WG0 updates S. Whole chunks go to shared memory (stmatrix,
-//   over the stage's Q tile, which Q S has consumed) and out by one TMA store; a sequence's last
-//   partial chunk, or an o whose rows are not 16-byte aligned, is stored from registers (rows <
-//   len). From registers, with a row check and a store-width branch per pair, the wide CTA's
-//   output warpgroup spent 38% of its time there and the state warpgroup waited for it at kBarS;
+//   WG0 computes VN, the last while WG0 updates S. Whole chunks go to shared memory (stmatrix)
+//   and out by TMA, each warp storing its 16 rows (so_store_output); a sequence's last partial
+//   chunk, or an o whose rows are not 16-byte aligned, is stored from registers (rows < len).
+//   From registers, with a row check and a store-width branch per pair, the wide CTA's output
+//   warpgroup spent 38% of its time there and the state warpgroup waited for it at kBarS;
 //   straight-line 4-byte stores were slower still (their burst sat in the memory pipe ahead of the
 //   state warpgroup's S_hi stores, whose proxy fence waited for it: 471 -> 514 us on 8 uneven
-//   sequences). The TMA store took the kernel from 472 to 422 us there (wide) and from 291 to
-//   276 us at T = 16k (narrow), the forward 1.071x / 1.028x faster (H200, bench/RESULTS.md
-//   2026-11-29 session 20).
+//   sequences). One TMA store per chunk took the kernel from 472 to 422 us there (wide) and from
+//   291 to 276 us at T = 16k (narrow), the forward 1.071x / 1.028x faster (H200, bench/RESULTS.md
+//   2026-11-29 session 20). A store per warp (no 128-thread barrier before it), the narrow CTA's
+//   own double-buffered staging tile (the stage released once P v_new has completed, no wait for
+//   the store) and the row scales computed under Q S took it from 271.8 to 263.8 us at 16k (the
+//   state warpgroup had waited ~12% of its samples at kBarS) and the forward 1.009x faster
+//   (H200, bench/RESULTS.md 2026-11-29 session 22).
 // Hand-offs: named barrier kBarS (S of chunk c published; WG1 done with chunk c - 1) and kBarV
 // (ṽ and v_new written; WG1 done with Q S of chunk c), both warpgroups syncing once per chunk,
 // so S, ṽ and v_new need one buffer each. Measured slower (H100, same-call A/B, bench/RESULTS.md
@@ -78,7 +82,12 @@
 // (session 15): a shorter chain, the next chunk's VN taken as exp(g_last) W' S + (W' Kᵀ) ṽ so that
 // VN, the X ṽ product and the update form one WGMMA batch a chunk, with WG1 building X = W' Kᵀ
 // a chunk ahead: this kernel 300 -> 423 us at 16k; the extra products and stores cost more than the
-// removed round trip (bench/RESULTS.md, 2026-11-27 session 15).
+// removed round trip (bench/RESULTS.md, 2026-11-27 session 15). Session 22 (H200, forward at 16k
+// against this kernel): the state warpgroup waiting for Q S only before its next S_hi publish
+// (kBarV one-way) 0.994x, and with Q S issued once VN has completed (the two off the tensor cores
+// together) 0.986x; W issued after the publish (its fence then waits for no WGMMA) 0.985x, W
+// split around the publish 0.992-0.994x; the update's Kᵀ and Q S's Q from registers (RS, by
+// ldmatrix) 1.001x and 0.953x.
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
 // the tensor's end): C, Q, P and g rows only reach rows that are never stored or are selected
 // away (C's rows < len are zero past the diagonal); the state warpgroup zeroes Kᵀ columns and V
