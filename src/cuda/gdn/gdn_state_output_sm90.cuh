@@ -395,7 +395,7 @@ CUTE_DEVICE void so_store_output(const SoParams<Cfg>& p, SoSmem<Cfg>& ss, int ci
     E* tile;
     if constexpr (kOwn) {
       tile = ss.out.t[ci & 1].data();
-      // The store that last read this tile (chunk ci - 2) has: its warp's lane 0 issued it.
+      // Wait until the store that last read this tile (chunk ci - 2, issued by this warp's lane 0) has read it.
       if (lane == 0) cute::tma_store_wait<1>();
       __syncwarp();
     } else {
