@@ -754,6 +754,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         // publish and releasing after it took this kernel from 314 to 293 us at T = 16k (H200,
         // bench/RESULTS.md 2026-11-28 session 18). Slower there: the wait for the next stage
         // under VN's latency (0.965x), S_hi's fence after U's issue and W's conversion (0.977x).
+        // With the stmatrix publish, the release before it was still 0.996x (session 22).
         stage_ready(ci + 1);
         issue_w(ci + 1);
         warpgroup_wait<1>();  // the update
