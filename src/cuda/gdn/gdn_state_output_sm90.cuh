@@ -372,12 +372,14 @@ CUTE_DEVICE void stsm_store(const Mma& mma, int tidx, const Frag& r, Dst&& dst) 
 
 // The output warpgroup's chunk epilogue: O = scale (exp(g) Q S_hi + P v_new) for the chunk's rows
 // row0 .. row0 + len - 1 from its accumulators (element i of accO and of accPV hold the same (row,
-// column); ex_a, ex_b: scale exp(g) of the thread's two rows), chunk ci in stage s.
+// column); ex_a, ex_b: scale exp(g) of the thread's two rows), chunk ci in stage s, which it
+// releases (release(s)) as early as it may.
 // Whole chunks go to shared memory (stmatrix) and out by TMA, each warp storing its own 16 rows
 // (no barrier across the warpgroup): into the chunk's own staging tile (Cfg::kOwnOutTile: the
-// caller has released the stage), or over the stage's Q tile, which Q S has consumed, each warp
-// releasing the stage once its store has read it. A sequence's last partial chunk, or an o whose
-// rows are not 16-byte aligned, is stored from registers (rows < len).
+// stage is released first, P v_new having been its last reader here), or over the stage's Q
+// tile, which Q S has consumed, each warp releasing the stage once its store has read it. A
+// sequence's last partial chunk, or an o whose rows are not 16-byte aligned, is stored from
+// registers (rows < len).
 template <class Cfg, class MmaPV, class AccO, class AccPV, class Release>
 CUTE_DEVICE void so_store_output(const SoParams<Cfg>& p, SoSmem<Cfg>& ss, int ci, int s, const MmaPV& mma_pv,
                                  const AccO& accO, const AccPV& accPV, int tidx, int row_a, int row_b, float ex_a,
@@ -391,6 +393,7 @@ CUTE_DEVICE void so_store_output(const SoParams<Cfg>& p, SoSmem<Cfg>& ss, int ci
     return ex * accO(i) + p.scale * accPV(i);
   };
   const int lane = tidx % 32, warp = tidx / 32;
+  if constexpr (kOwn) release(s);
   if (p.o_tma && len == kChunk) {
     E* tile;
     if constexpr (kOwn) {
@@ -815,7 +818,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         wg_issue(mma_pv, accPV, tAp, tPVrB);
         warpgroup_wait<0>();
         warpgroup_fence_operand(accPV);
-        if constexpr (Cfg::kOwnOutTile) release(s);  // the stage's last reader here was P v_new
 
         so_store_output<Cfg>(p, ss, ci, s, mma_pv, accO, accPV, tidx, row_a, row_b, ex_a, ex_b,
                              s0 + int64_t{ci} * kChunk, len, hv, batch, v0, release);
