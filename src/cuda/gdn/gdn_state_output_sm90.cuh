@@ -90,6 +90,8 @@
 // ldmatrix) 1.001x and 0.953x; W shared by the cluster pair (each CTA building the half of its
 // rank's 64 keys and bulk-copying it into the peer's W tile, VN reading W from shared memory):
 // this kernel 261.7 -> 326.9 us, the forward 0.888x (the exchange sits on the chain).
+// Neutral (session 23: 1.001x at 16k, 0.998x on 8 uneven sequences): a stage's loads on two
+// barriers, the state warpgroup waiting only for C, Kᵀ, V and the gates, the output one for Q and P.
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
 // the tensor's end): C, Q, P and g rows only reach rows that are never stored or are selected
 // away (C's rows < len are zero past the diagonal); the state warpgroup zeroes Kᵀ columns and V
@@ -135,7 +137,9 @@ struct SoCfg {
   using AtomColsK = std::conditional_t<kCols == 32, GMMA::Layout_K_SW64_Atom<E>, GMMA::Layout_K_SW128_Atom<E>>;
   using AtomColsMN = std::conditional_t<kCols == 32, GMMA::Layout_MN_SW64_Atom<E>, GMMA::Layout_MN_SW128_Atom<E>>;
   // CTAs of one (sequence, value head) in a cluster: each loads 1/kCluster of the shared tiles
-  // (the U / W coefficients, Kᵀ, Q, P) and multicasts it to all of them.
+  // (the U / W coefficients, Kᵀ, Q, P) and multicasts it to all of them. Clusters of all four
+  // narrow CTAs of a value head do not all fit on an H200 at once at T = 16k (this kernel 260 ->
+  // 650 us, bench/RESULTS.md 2026-11-29 session 23).
   static constexpr int kCluster = kCluster_;
   static_assert(kCluster == 1 || kCluster == 2);
   static constexpr int kThreads = 384;
