@@ -9,8 +9,9 @@
 // 2026-11-28 session 17): this kernel 177 -> 165 us, the state/output kernel 381 -> 405 us, the
 // forward 0.986x. Again in session 23 (2026-11-29, H200, T = 16k): this kernel 142 -> 126-129 us
 // every time, but C_1 built in the state/output kernel cost it more wherever it was built: by the
-// producer warpgroup's spare warps in shared memory 261 -> 315-337 us, by the state warpgroup in
-// its registers (ldmatrix, scaled, an RS product for W) 265 -> 307-326 us; the forward 0.88-0.96x.
+// producer warpgroup's spare warps in shared memory 261 -> 303-337 us (303 with C_0 in a ring of its
+// own loaded a chunk ahead), by the state warpgroup in its registers (ldmatrix, scaled, an RS
+// product for W) 265 -> 307-326 us; the forward 0.88-0.96x.
 // Precision: C is rounded to 16 bits once, where W and U used to be built from hi + lo halves of
 // the fp32 T. o's relative L2 against the fp32 reference stayed 2.91e-3 at T = 16k and on 8 uneven
 // sequences (bench/gdn_accuracy.py; fla 3.33e-3), the final state's 1.67e-3 / 1.66e-3.
