@@ -7,7 +7,7 @@
 // 285 -> 178 us (H100, bench/RESULTS.md 2026-11-27 session 16). Writing only the first half, with
 // the state/output kernel scaling it by exp(g) in shared memory, measured slower (H200,
 // 2026-11-28 session 17): this kernel 177 -> 165 us, the state/output kernel 381 -> 405 us, the
-// forward 0.986x. Again in session 23 (2026-11-29, H200, T = 16k): this kernel 142 -> 126-129 us
+// forward 0.986x. Again in session 23 (2026-11-29, H200, T = 16k): this kernel 142 -> 125-129 us
 // every time, but C_1 built in the state/output kernel cost it more wherever it was built: by the
 // producer warpgroup's spare warps in shared memory 261 -> 303-337 us (303 with C_0 in a ring of its
 // own loaded a chunk ahead), by the state warpgroup in its registers (ldmatrix, scaled, an RS
