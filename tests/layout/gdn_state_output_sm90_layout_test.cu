@@ -2,8 +2,9 @@
 // arithmetic, against CuTe's own layouts (no GPU needed, so CI runs them), for both widths (32 and
 // 64 value columns per CTA). The kernel stores its S_hi pairs and its ṽ / v_new pairs at N / 8
 // per-thread base addresses each (pair 0's address XOR 16 b, so_base) plus compile-time
-// immediates (so_s_hi_base / so_s_hi_imm, so_vt_imm); a change of LayS, LayVt or of the state
-// warpgroup's MMAs that broke those decompositions would store at wrong addresses.
+// immediates (so_s_hi_base / so_s_hi_imm, so_vt_imm), reads V's pairs at the latter, and reads the
+// Kᵀ tile as K; a change of the layouts or of the state warpgroup's MMAs that broke those
+// decompositions would read or store at wrong addresses.
 #include <gtest/gtest.h>
 
 #include <cute/tensor.hpp>
@@ -66,7 +67,7 @@ void check_s_hi_pairs() {
 template <class E, int N>
 int vt_pair_offset(int t, int q) {
   using Cfg = sm90::SoCfg<E, 2, N>;
-  typename Cfg::MmaVnRs mma;
+  typename Cfg::MmaRowsC mma;
   Tensor cVN = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_64, Int<N>>{}));
   return pair_offset<E, typename Cfg::LayVt, N * 64>(cVN, 2 * q);
 }
@@ -83,6 +84,37 @@ void check_vt_pairs() {
       const int base = vt_pair_offset<E, N>(t, q & ~1);
       const int at = vt_pair_offset<E, N>(t, q);
       ASSERT_EQ(at, base + static_cast<int>(sm90::so_vt_imm<N>(q))) << "thread " << t << ", pair " << q;
+    }
+  }
+}
+
+// X = K S_hi reads the Kᵀ tile as K: element (row r, key k) of LayRowsD must be element (k, r) of
+// LayKt, through a shared-memory pointer as the kernel indexes them.
+template <class E>
+void check_kt_is_k() {
+  using Cfg = sm90::SoCfg<E, 2, 32>;
+  alignas(1024) static E tile[64 * 128];
+  Tensor kt = make_tensor(make_smem_ptr(tile), typename Cfg::LayKt{});
+  Tensor k = make_tensor(make_smem_ptr(tile), typename Cfg::LayRowsD{});
+  for (int r = 0; r < 64; ++r)
+    for (int c = 0; c < 128; ++c)
+      ASSERT_EQ(raw_pointer_cast(&k(r, c)), raw_pointer_cast(&kt(c, r))) << "row " << r << ", key " << c;
+}
+
+// R is formed from X's accumulator and stored at VN's pair offsets, so X's element i (MmaRowsS)
+// must be VN's element i (MmaRowsC) in every thread.
+template <class E, int N>
+void check_x_is_vn() {
+  using Cfg = sm90::SoCfg<E, 2, N>;
+  typename Cfg::MmaRowsS mx;
+  typename Cfg::MmaRowsC mv;
+  for (int t = 0; t < 128; ++t) {
+    Tensor cx = mx.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_64, Int<N>>{}));
+    Tensor cv = mv.get_thread_slice(t).partition_C(make_identity_tensor(Shape<_64, Int<N>>{}));
+    ASSERT_EQ(size(cx), size(cv));
+    for (int i = 0; i < size(cx); ++i) {
+      ASSERT_EQ(get<0>(cx(i)), get<0>(cv(i))) << "thread " << t << ", element " << i;
+      ASSERT_EQ(get<1>(cx(i)), get<1>(cv(i))) << "thread " << t << ", element " << i;
     }
   }
 }
@@ -120,6 +152,16 @@ TEST(GdnStateOutputSm90Layout, VtPairsAtBasesPlusImmediatesBf16) {
 TEST(GdnStateOutputSm90Layout, VtPairsAtBasesPlusImmediatesFp16) {
   check_vt_pairs<cutlass::half_t, 32>();
   check_vt_pairs<cutlass::half_t, 64>();
+}
+
+TEST(GdnStateOutputSm90Layout, KtTileReadAsK) {
+  check_kt_is_k<cutlass::bfloat16_t>();
+  check_kt_is_k<cutlass::half_t>();
+}
+
+TEST(GdnStateOutputSm90Layout, XAccumulatorIsVn) {
+  check_x_is_vn<cutlass::bfloat16_t, 32>();
+  check_x_is_vn<cutlass::bfloat16_t, 64>();
 }
 
 TEST(GdnStateOutputSm90Layout, PairsCoverTheAccumulators) {

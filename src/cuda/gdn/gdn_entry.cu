@@ -357,9 +357,9 @@ Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const 
 
 // The whole forward: [l2norm] -> fused cumsum/kkt/inverse/P and W/U -> fused state pass + output,
 // with 16-bit P and fp32 gates in scratch; h and V_new never leave the chip. On sm_90 (WGMMA/TMA,
-// gdn_state_output_sm90.cuh) the intra stage hands over the coefficients of U and W (T diag(beta)
-// and T diag(beta exp(g)), 64 columns each) and the state/output kernel builds them; elsewhere
-// (mma.sync) it hands over W and U (128 columns each), all in 16 bits.
+// gdn_state_output_sm90.cuh) the intra stage hands over C = T diag(beta) (64 columns) and the
+// state/output kernel computes v_new = C (V - diag(exp(g)) K S); elsewhere (mma.sync) it hands over
+// W and U (128 columns each), all in 16 bits.
 Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const ExecOptions& opts) {
   ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_chunk_forward"));
   ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_chunk_forward"));
@@ -381,7 +381,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   const bool sm90 = use_sm90_state_output(p.device.index);
   const size_t w_off = sm90 ? 0 : scratch.reserve(BT * p.HV * D * e16);
   const size_t u_off = sm90 ? 0 : scratch.reserve(BT * p.HV * D * e16);
-  const size_t t_off = sm90 ? scratch.reserve(BT * p.HV * 2 * kGdnChunk * e16) : 0;
+  const size_t t_off = sm90 ? scratch.reserve(BT * p.HV * kGdnChunk * e16) : 0;
   const size_t p_off = scratch.reserve(BT * p.HV * kGdnChunk * e16);
   ATTNKIT_RETURN_IF_ERROR(call.ready());
 
@@ -409,15 +409,20 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   gcum.sh = 1;
   gcum.st = HVp;
   gcum.sb = p.T * HVp;
-  Tok pm;  // P = tril(Q K^T (.) Gamma), [B, T, HV, 64]
-  pm.p = scratch.at<char>(p_off);
-  pm.dt = qdt;
-  pm.sh = kGdnChunk;
-  pm.st = p.HV * kGdnChunk;
-  pm.sb = p.T * pm.st;
+  // [B, T, HV, 64] 16-bit scratch.
+  auto rows64 = [&](size_t at) {
+    Tok t;
+    t.p = scratch.at<char>(at);
+    t.dt = qdt;
+    t.sh = kGdnChunk;
+    t.st = p.HV * kGdnChunk;
+    t.sb = p.T * t.st;
+    return t;
+  };
+  const Tok pm = rows64(p_off);  // P = tril(Q K^T (.) Gamma)
   Tok w, u, tu;
   if (sm90) {
-    tu = contiguous(t_off, p.HV, qdt);  // [T diag(beta) | T diag(beta exp(g))]
+    tu = rows64(t_off);  // C = T diag(beta)
   } else {
     w = contiguous(w_off, p.HV, qdt);
     u = contiguous(u_off, p.HV, qdt);

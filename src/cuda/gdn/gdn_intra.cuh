@@ -4,8 +4,8 @@
 // fp32 T into hi + lo 16-bit halves so T keeps ~fp32 accuracy. For the whole forward it also
 // writes P = tril(Q K^T (.) Gamma), the chunk output's intra-chunk term, so the sequential fused
 // state/output kernel (gdn_state_output.cuh) only does the products that need the state. With
-// t_out it writes W's and U's coefficients [T diag(beta) | T diag(beta exp(g))] instead, which the
-// sm90 state/output kernel builds W and U from (gdn_state_output_sm90.cuh).
+// t_out it writes C = T diag(beta) instead, the one matrix the sm90 state/output kernel needs
+// (gdn_state_output_sm90.cuh).
 //
 // The inverse is blocked (16 x 16 blocks, all fp32 FMAs): warp b inverts the diagonal block
 // (I + A_bb) by substitution, then the off-diagonal blocks come from the 2 x 2 block-inverse rule
@@ -366,14 +366,13 @@ __global__ void __launch_bounds__(kIntraThreads, kIntraMinBlocks) intra_kernel(I
         st_any(a.p, a.dt, ab + r * a.st + j, j <= r ? sm.tm[r * kLdI + j] : 0.f);
       }
     }
-    if (p.t_out.defined()) {  // [T diag(beta) | T diag(beta exp(g))]
+    if (p.t_out.defined()) {  // T diag(beta)
       const Tok& a = p.t_out;
       const int64_t ab = c.batch * a.sb + c.row0 * a.st + hv * a.sh;
       for (int i = tid; i < len * kChunk; i += kIntraThreads) {
         const int r = i / kChunk, j = i % kChunk;
         const float t = j <= r ? sm.tm[r * kLdI + j] : 0.f;
         st_any(a.p, a.dt, ab + r * a.st + j, t * sm.bt[j]);
-        st_any(a.p, a.dt, ab + r * a.st + kChunk + j, t * sm.cw[j]);
       }
     }
   }

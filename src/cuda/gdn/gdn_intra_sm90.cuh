@@ -1,17 +1,12 @@
 // Stages 1-3 of the whole forward on Hopper (sm_90a): gate cumsum, A = strict_lower(diag(beta)
 // (K K^T (.) Gamma)), T = (I + A)^-1 in fp32 and P = tril(Q K^T (.) Gamma), with TMA tile loads and
-// WGMMA products, one CTA per (chunk, q/k head). Instead of W and U it writes their coefficients
-// C = [T diag(beta) | T diag(beta exp(g))] in 16 bits (zeros above the diagonal); the fused
-// state/output kernel (gdn_state_output_sm90.cuh) builds U = C_0 V and W = C_1 K on chip. C is 256
-// bytes per (row, value head), W and U were 512, and this kernel reads no V: at T = 16k it went
-// 285 -> 178 us (H100, bench/RESULTS.md 2026-11-27 session 16). Writing only the first half, with
-// the state/output kernel scaling it by exp(g) in shared memory, measured slower (H200,
-// 2026-11-28 session 17): this kernel 177 -> 165 us, the state/output kernel 381 -> 405 us, the
-// forward 0.986x. Again in session 23 (2026-11-29, H200, T = 16k): this kernel 142 -> 125-129 us
-// every time, but C_1 built in the state/output kernel cost it more wherever it was built: by the
-// producer warpgroup's spare warps in shared memory 261 -> 303-337 us (303 with C_0 in a ring of its
-// own loaded a chunk ahead), by the state warpgroup in its registers (ldmatrix, scaled, an RS
-// product for W) 265 -> 307-326 us; the forward 0.88-0.96x.
+// WGMMA products, one CTA per (chunk, q/k head). Instead of W and U it writes C = T diag(beta) in
+// 16 bits (zeros above the diagonal), from which the fused state/output kernel
+// (gdn_state_output_sm90.cuh) computes v_new = C (V - diag(exp(g)) K S). C is 128 bytes per (row,
+// value head), W and U were 512, and this kernel reads no V: at T = 16k it went 285 -> 178 us when
+// it wrote C and C diag(exp(g)) (H100, bench/RESULTS.md 2026-11-27 session 16), 141 -> 126 us
+// when it stopped writing the second (H200, session 24; the state/output kernel no longer needs
+// it).
 // Precision: C is rounded to 16 bits once, where W and U used to be built from hi + lo halves of
 // the fp32 T. o's relative L2 against the fp32 reference stayed 2.91e-3 at T = 16k and on 8 uneven
 // sequences (bench/gdn_accuracy.py; fla 3.33e-3), the final state's 1.67e-3 / 1.66e-3.
@@ -91,8 +86,7 @@ struct IntraSmem90 {
   alignas(16) float am[kChunk * kLdA90];  // A (fp32)
   alignas(16) float tm[kChunk * kLdI];
   float gc[kChunk], bt[kChunk];
-  alignas(16) float cw[kChunk];  // beta and exp(g): T's column scales
-  alignas(16) float ew[kChunk];
+  alignas(16) float cw[kChunk];  // beta: T's column scale
   int len;  // the chunk's row count, read afresh in the value-head loop (see fresh_tid)
   alignas(8) uint64_t bar_kq;
 };
@@ -227,10 +221,7 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 3) intra_sm90_kernel(co
     // last reads of gc / bt are behind a barrier, so their latency hides behind the work.
     GateRegs next_gates;
     if (j + 1 < p.group) next_gates = intra_gates_load(ip, c, hv + 1, tid);
-    if (tid < kChunk) {  // T's column scales (bt and gc take the next head's while T leaves)
-      ss.cw[tid] = ss.bt[tid];
-      ss.ew[tid] = __expf(ss.gc[tid]);
-    }
+    if (tid < kChunk) ss.cw[tid] = ss.bt[tid];  // T's column scale (bt takes the next head's while T leaves)
     // The gates of the thread's 2 rows and 16 columns, in registers, times log2(e) (the exponentials
     // are exp2 of differences): read per element, each would be loaded again after every store to A
     // (the compiler cannot tell A from the gates).
@@ -281,10 +272,10 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 3) intra_sm90_kernel(co
     __syncthreads();  // T is complete
 
     {
-      // [T diag(beta) | T diag(beta exp(g))] in 16 bits, rows < len, zeros above the diagonal (tm's
-      // upper blocks hold scratch): thread row r, columns c0 .. c0 + 7 and c0 + 32 .. c0 + 39 of
-      // both, as 16-byte stores. Columns 8 apart across a row's 4 threads keep each quarter warp's
-      // 16-byte reads of T on distinct banks (16 apart, they met 2-way conflicts).
+      // C = T diag(beta) in 16 bits, rows < len, zeros above the diagonal (tm's upper blocks hold
+      // scratch): thread row r, columns c0 .. c0 + 7 and c0 + 32 .. c0 + 39, as 16-byte stores.
+      // Columns 8 apart across a row's 4 threads keep each quarter warp's 16-byte reads of T on
+      // distinct banks (16 apart, they met 2-way conflicts).
       const int r = fresh_tid() >> 2, c0 = 8 * (fresh_tid() & 3);
       const Tok& o = ip.t_out;
       if (r < fresh_len(ss.len)) {
@@ -292,26 +283,22 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 3) intra_sm90_kernel(co
         CUTE_UNROLL
         for (int h = 0; h < 2; ++h) {
           const int cc = c0 + 32 * h;
-          float t[8], cw[8], ew[8];
+          float t[8], cw[8];
           CUTE_UNROLL
           for (int q = 0; q < 2; ++q) {
             const float4 x = *reinterpret_cast<const float4*>(&ss.tm[r * kLdI + cc + 4 * q]);
             const float4 u = *reinterpret_cast<const float4*>(&ss.cw[cc + 4 * q]);
-            const float4 w = *reinterpret_cast<const float4*>(&ss.ew[cc + 4 * q]);
             t[4 * q] = x.x, t[4 * q + 1] = x.y, t[4 * q + 2] = x.z, t[4 * q + 3] = x.w;
             cw[4 * q] = u.x, cw[4 * q + 1] = u.y, cw[4 * q + 2] = u.z, cw[4 * q + 3] = u.w;
-            ew[4 * q] = w.x, ew[4 * q + 1] = w.y, ew[4 * q + 2] = w.z, ew[4 * q + 3] = w.w;
           }
-          uint32_t tu[4], tw[4];
+          uint32_t tu[4];
           CUTE_UNROLL
           for (int e = 0; e < 8; e += 2) {
             const float t0 = cc + e <= r ? t[e] * cw[e] : 0.f;
             const float t1 = cc + e + 1 <= r ? t[e + 1] * cw[e + 1] : 0.f;
             tu[e / 2] = pack2f<E>(t0, t1);
-            tw[e / 2] = pack2f<E>(t0 * ew[e], t1 * ew[e + 1]);
           }
           *reinterpret_cast<uint4*>(dst + cc) = make_uint4(tu[0], tu[1], tu[2], tu[3]);
-          *reinterpret_cast<uint4*>(dst + kChunk + cc) = make_uint4(tw[0], tw[1], tw[2], tw[3]);
         }
       }
     }

@@ -77,9 +77,8 @@ Status launch_cumsum(const CumsumParams& p, const SeqArgs& seq, const int32_t* c
 // Stages 1-3 fused per (chunk, value head). g is raw (cumsum computed) unless g_is_cum; a_inv is
 // computed unless a_inv_in is set. Outputs that are not defined are not written. With p_out (and
 // q) it also writes P = tril(Q K^T (.) Gamma) [B,T,HV,64], in q's dtype, for the fused state pass;
-// with t_out, [T diag(beta) | T diag(beta exp(g))] [B,T,HV,128] in q's dtype (zeros above the
-// diagonal, rows < len): the coefficients of U and W, from which the sm90 state/output kernel
-// builds them.
+// with t_out, C = T diag(beta) [B,T,HV,64] in q's dtype (zeros above the diagonal, rows < len),
+// from which the sm90 state/output kernel computes v_new = C (V - diag(exp(g)) K S).
 struct IntraParams {
   Tok k, v, beta, g;  // k [B,T,H,K] (q dtype), v [B,T,HV,V], beta/g [B,T,HV]
   bool g_is_cum = false;
@@ -103,8 +102,8 @@ Status launch_state_pass(const StateParams& p, const SeqArgs& seq, const int32_t
 
 // Stages 4 and 5 fused (the whole forward): h and V_new stay on chip. pm is P = tril(Q K^T (.)
 // Gamma) [B, T, HV, 64] from the intra stage. q, k, w, u, pm and o share the 16-bit dtype; g_cum
-// is fp32. The mma.sync kernel reads W and U; the sm90 one reads their coefficients (tu, the
-// intra stage's t_out) and v instead, and builds W and U on chip.
+// is fp32. The mma.sync kernel reads W and U; the sm90 one reads C = T diag(beta) (tu, the intra
+// stage's t_out) and v instead.
 struct StateOutParams {
   Tok q, k, w, u, pm, g_cum, o;
   Tok tu, v;

@@ -1,102 +1,68 @@
 // Stages 4 and 5 fused on Hopper (sm_90a): the sequential state pass with the chunk output, on
 // WGMMA with TMA loads (the kernel; gdn_state_output_sm90_launch.cuh launches it,
-// state_output_sm90.cu dispatches). Same math as gdn_state_output.cuh (the mma.sync version, which
-// other GPUs run) but for two places, both
-// rounding an operand to 16 bits instead of hi + lo halves: S in both products with S, W S and the
-// output's Q S (S_hi), and ṽ in the update S += Kᵀ ṽ.
-// - W S sits on the sequential critical path: bench/gdn_chain_probe measured a transposed version
-//   of the chain at 1.35 us per chunk step with hi + lo there and 0.91 us with S_hi alone, for a
-//   relative error of the state after 1024 steps of 1.9e-4 instead of 2.6e-6 (H100).
-// - ṽ's lo halves doubled the update's N (S was a 128 x 64 accumulator, hi and lo parts summed
-//   when published): without them this kernel went 358 -> 326 us at T = 16k and the forward
-//   1.056x faster (1.066x on 8 uneven sequences), while the final state's relative L2 against the
-//   fp32 recurrence went 1.67e-3 -> 1.91e-3 (fla: 2.50e-3) and o's stayed 2.91e-3 (fla: 3.33e-3)
-//   (H200, bench/RESULTS.md 2026-11-28 session 18). fla rounds ṽ to 16 bits there too. U, since
-//   kept in fp32 (VN's accumulator starts as U instead of reading a 16-bit U from shared memory),
-//   brought the final state's error back to 1.67e-3 (o 2.88e-3), the same session.
-// - Q S with S_lo too cost a second store per S pair on the chain and 8 more WGMMAs a chunk in
-//   WG1: without it the kernel went from ~344 to ~302 us at T = 16k and the forward ran 1.055-1.075x
-//   faster (H100), while o's relative L2 against the fp32 recurrence stayed 2.9e-3 (bench/RESULTS.md,
-//   2026-11-27 session 14).
+// state_output_sm90.cu dispatches). Same result as gdn_state_output.cuh (the mma.sync version,
+// which other GPUs run, on W and U from the intra stage), in another order:
+//   v_new = U - W S = T diag(beta) V - T diag(beta exp(g)) K S = C (V - diag(exp(g)) K S)
+// with C = T diag(beta), the one matrix the intra stage hands over. Per chunk the chain is
+// X = K S_hi, R = V - diag(exp(g)) X (16 bits), v_new = C R, the update; it used to be W S_hi
+// behind W = T diag(beta exp(g)) K and U = T diag(beta) V, built here each chunk from the intra
+// stage's [C | C diag(exp(g))] (sessions 16-23 measured placements of W and U; bench/RESULTS.md).
+// Without them the tensor cores do a third less a chunk, the intra stage writes half the
+// coefficients (at T = 16k: 141 -> 126 us) and this kernel runs as fast as before with the narrow
+// CTA (259 -> 262-264 us; the wide one 408 -> 438-440 us on 8 uneven sequences); the forward
+// 1.057x at 16k, 1.09x at 64k, 1.03x at 4k, 0.995x on 8 uneven sequences (H200, session 24).
+// R is rounded to 16 bits after the cancellation V - exp(g) X, where W S used to be rounded
+// before it: o's relative L2 against the fp32 recurrence 2.91e-3, the final state's 1.67e-3 at
+// T = 16k (fla 3.33e-3 / 2.50e-3), as with W and U.
+// Other roundings to 16 bits instead of hi + lo halves, measured: S in every product with S
+// (S_hi; the chain with hi + lo was 1.35 instead of 0.91 us a step in bench/gdn_chain_probe,
+// H100), ṽ in the update S += Kᵀ ṽ (358 -> 326 us at 16k, final state 1.67e-3 -> 1.91e-3 then,
+// H200 session 18; fla rounds ṽ too), Q S without S_lo (~344 -> ~302 us, o unchanged at 2.9e-3,
+// H100 session 14).
 //
 // One CTA per (sequence, value head, kCols-column slice of V: 32, or 64 in the wide variant),
 // three warpgroups; the CTAs of a (sequence, value head) may form a cluster that shares the
 // q/k-head tiles through TMA multicast. Below, 32 stands for kCols.
 // - WG2, producer: one thread walks the sequence's chunks and issues the TMA loads of each chunk's
-//   U / W coefficients C = [T diag(beta) | T diag(beta exp(g))] (from the intra stage), Kᵀ, Q, P
-//   (whole tiles, each cluster CTA loading its share), the CTA's 64 x 32 slice of V and the
-//   chunk's gates into a kStages-deep ring (full barriers carry the transaction bytes; every
-//   consumer warp of the cluster releases a stage through its empty barriers).
-// - WG0, state: holds S (128 keys x 32 values) in fp32 WGMMA accumulators, and builds W and U
-//   from C (building them here instead of in the intra stage halves what that stage writes: C is
-//   256 bytes per row and value head, W and U were 512; at T = 16k the intra stage went
-//   285 -> 178 us, H100, bench/RESULTS.md 2026-11-27 session 16). Per chunk:
-//     VN: v_new = U - W S_hi (64 x 32: 8 WGMMAs over the keys, A = W from registers, negated by the
-//       WGMMA, S_hi as this warpgroup published it in shared memory, the accumulator starting as U);
-//     ṽ = diag(exp(g_last - g)) v_new, stored in 16 bits (v_new too, for WG1, over the stage's
-//       V slice);
+//   C (from the intra stage), Kᵀ, Q, P (whole tiles, each cluster CTA loading its share), the CTA's
+//   64 x 32 slice of V and the chunk's gates into a kStages-deep ring (full barriers carry the
+//   transaction bytes; every consumer warp of the cluster releases a stage through its empty
+//   barriers).
+// - WG0, state: holds S (128 keys x 32 values) in fp32 WGMMA accumulators. Per chunk:
+//     X = K S_hi (64 x 32, 8 WGMMAs over the keys; A = the Kᵀ tile read as K, the same bytes);
+//     R = V - diag(exp(g)) X in 16 bits, into ṽ's buffer (V's pairs read under X's latency);
+//     v_new = C R (4 WGMMAs over the chunk's rows);
+//     ṽ = diag(exp(g_last - g)) v_new in 16 bits (v_new too, for WG1, over the stage's V slice);
 //     S = exp(g_last) S + Kᵀ ṽ (M = 128 keys: 2 x 4 WGMMAs, A = Kᵀ MN-major);
-//     the next chunk's W = T diag(beta exp(g)) K (into accumulators, then to 16 bits as VN's A
-//       operand) and U = T diag(beta) V (into VN's accumulator);
 //     S_hi of the new state published for the next chunk.
-//   A fourth warpgroup used to build W and U a chunk ahead and hand them over through shared
-//   memory (mbarriers w_ready / w_free); building them here, with VN taking W from registers,
-//   took this kernel from 325 to 315 us at T = 16k and the forward 1.02-1.03x faster (H200,
-//   bench/RESULTS.md 2026-11-28 session 18). Session 21 measured again what W costs the chain
-//   here (~19% of this warpgroup's samples at 16k): without W's product and conversion (its bytes
-//   loaded instead, values meaningless) this kernel went 274 -> 252 us, and with mbarrier
-//   hand-offs, S_hi double-buffered and Q / P in their own ring 251 us; but an intra stage that
-//   computed W went 146 -> 234 us (forward 0.86x), and a fourth warpgroup building W beside those
-//   hand-offs made this kernel 278 -> 306 us (bench/RESULTS.md 2026-11-29 session 21).
-//   No cross-warp reduction: each WGMMA spans the warpgroup. The epilogues are on the critical
-//   path, so they use shared-window offsets computed once and 16-bit pairs. Two placements on
-//   that path (the S_hi stores at base + immediate, S's decay under VN's latency) took this
-//   kernel (with the fourth warpgroup) from 381 to 357 us at T = 16k and the forward 1.04x faster
-//   (H200, bench/RESULTS.md 2026-11-28 session 17). Not kept, the same session: the output
-//   warpgroup's store-width branch hoisted out of its pair loop (its instructions 260 -> 202 per
-//   warp and chunk; the kernel 1.00x), so WG0's waits at kBarS are not that epilogue's instructions.
-// - WG1, output: O = scale (diag(exp(g)) Q S_hi + P v_new), the first product while
-//   WG0 computes VN, the last while WG0 updates S. Whole chunks go to shared memory (stmatrix)
-//   and out by TMA, each warp storing its 16 rows (so_store_output); a sequence's last partial
-//   chunk, or an o whose rows are not 16-byte aligned, is stored from registers (rows < len).
-//   From registers, with a row check and a store-width branch per pair, the wide CTA's output
-//   warpgroup spent 38% of its time there and the state warpgroup waited for it at kBarS;
-//   straight-line 4-byte stores were slower still (their burst sat in the memory pipe ahead of the
-//   state warpgroup's S_hi stores, whose proxy fence waited for it: 471 -> 514 us on 8 uneven
-//   sequences). One TMA store per chunk took the kernel from 472 to 422 us there (wide) and from
-//   291 to 276 us at T = 16k (narrow), the forward 1.071x / 1.028x faster (H200, bench/RESULTS.md
-//   2026-11-29 session 20). A store per warp (no 128-thread barrier before it), the narrow CTA's
-//   own double-buffered staging tile (the stage released once P v_new has completed, no wait for
-//   the store) and the row scales computed under Q S took it from 271.8 to 263.8 us at 16k (the
-//   state warpgroup had waited ~12% of its samples at kBarS) and the forward 1.009x faster
-//   (H200, bench/RESULTS.md 2026-11-29 session 22).
-// Hand-offs: named barrier kBarS (S of chunk c published; WG1 done with chunk c - 1) and kBarV
-// (ṽ and v_new written; WG1 done with Q S of chunk c), both warpgroups syncing once per chunk,
-// so S, ṽ and v_new need one buffer each. Measured slower (H100, same-call A/B, bench/RESULTS.md
-// 2026-11-25): WG1 rebuilding P from the Q and Kᵀ tiles (one more m64n64 product and 32 exp per
-// thread per chunk; the intra stage then skips Q and P) with S and v_new double-buffered in the
-// freed ring space, so that the chain could run a chunk ahead: this kernel 381 -> 447 us at 16k,
-// the intra stage 332 -> 308 us. Also slower (2026-11-27, session 14): v_new double-buffered and
-// the hand-offs as arrive / sync pairs (each warpgroup waiting only for the data it reads): 0.994x
-// with the output on S_hi + S_lo, 0.995x against this kernel with both on S_hi. Slower still
-// (session 15): a shorter chain, the next chunk's VN taken as exp(g_last) W' S + (W' Kᵀ) ṽ so that
-// VN, the X ṽ product and the update form one WGMMA batch a chunk, with WG1 building X = W' Kᵀ
-// a chunk ahead: this kernel 300 -> 423 us at 16k; the extra products and stores cost more than the
-// removed round trip (bench/RESULTS.md, 2026-11-27 session 15). Session 22 (H200, forward at 16k
-// against this kernel): the state warpgroup waiting for Q S only before its next S_hi publish
-// (kBarV one-way) 0.994x, and with Q S issued once VN has completed (the two off the tensor cores
-// together) 0.986x; W issued after the publish (its fence then waits for no WGMMA) 0.985x, W
-// split around the publish 0.992-0.994x; the update's Kᵀ and Q S's Q from registers (RS, by
-// ldmatrix) 1.001x and 0.953x; W shared by the cluster pair (each CTA building the half of its
-// rank's 64 keys and bulk-copying it into the peer's W tile, VN reading W from shared memory):
-// this kernel 261.7 -> 326.9 us, the forward 0.888x (the exchange sits on the chain).
-// Neutral (session 23: 1.001x at 16k, 0.998x on 8 uneven sequences): a stage's loads on two
-// barriers, the state warpgroup waiting only for C, Kᵀ, V and the gates, the output one for Q and P.
+//   Each WGMMA spans the warpgroup (no cross-warp reduction). The epilogues are on the critical
+//   path, so they use stmatrix or shared-window offsets computed once and 16-bit pairs; S's decay
+//   runs under X's latency (these placements: 381 -> 357 us at 16k, H200 session 17).
+// - WG1, output: O = scale (diag(exp(g)) Q S_hi + P v_new). Q S starts once X has completed
+//   (kBarX, which the state warpgroup arrives at without waiting), so that the chain's first product
+//   does not share the tensor cores with it: Q S runs while R is formed; the forward 1.010x at
+//   16k, 1.03x at 64k (session 24). P v_new runs while WG0 updates S. Whole chunks go to shared
+//   memory (stmatrix) and out by TMA, each warp storing its 16 rows (so_store_output); a
+//   sequence's last partial chunk, or an o whose rows are not 16-byte aligned, is stored from
+//   registers (rows < len). One TMA store per chunk instead of stores from registers took this
+//   kernel 472 -> 422 us on 8 uneven sequences (wide) and 291 -> 276 us at 16k (H200, session
+//   20); a store per warp, the narrow CTA's own double-buffered staging tile (the stage released
+//   once P v_new has completed) and the row scales computed under Q S 271.8 -> 263.8 us (session
+//   22).
+// Hand-offs: named barrier kBarS (S of chunk c published; WG1 done with chunk c - 1), kBarX (X of
+// chunk c completed) and kBarV (ṽ and v_new written; WG1 done with Q S of chunk c), once per
+// chunk, so S, ṽ and v_new need one buffer each. Measured slower (bench/RESULTS.md): WG1 rebuilding
+// P from Q and Kᵀ so that the chain could run a chunk ahead (2026-11-25), one-way or double-buffered
+// hand-offs (sessions 14, 22), a shorter chain through a product built a chunk ahead (session 15),
+// Kᵀ or Q from registers (session 22), clusters of four (session 23: they do not all fit), and this
+// kernel beside the intra kernel on the same SMs (session 24: two streams, the intra kernel's
+// outputs handed over by flags per chunk, one intra CTA beside each state CTA in ~37 KB: the forward
+// 0.89x at 16k; the chain slowed by more than the intra kernel's whole time).
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
 // the tensor's end): C, Q, P and g rows only reach rows that are never stored or are selected
 // away (C's rows < len are zero past the diagonal); the state warpgroup zeroes Kᵀ columns and V
-// rows past len in shared memory, since they meet zero coefficients and ṽ rows that are 0, and
-// 0 x NaN need not be 0.
+// rows past len in shared memory, since X's rows there then are 0 and R's rows meet zero
+// coefficients, and 0 x NaN need not be 0.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -137,33 +103,33 @@ struct SoCfg {
   using AtomColsK = std::conditional_t<kCols == 32, GMMA::Layout_K_SW64_Atom<E>, GMMA::Layout_K_SW128_Atom<E>>;
   using AtomColsMN = std::conditional_t<kCols == 32, GMMA::Layout_MN_SW64_Atom<E>, GMMA::Layout_MN_SW128_Atom<E>>;
   // CTAs of one (sequence, value head) in a cluster: each loads 1/kCluster of the shared tiles
-  // (the U / W coefficients, Kᵀ, Q, P) and multicasts it to all of them. Clusters of all four
+  // (C, Kᵀ, Q, P) and multicasts it to all of them. Clusters of all four
   // narrow CTAs of a value head do not all fit on an H200 at once at T = 16k (this kernel 260 ->
   // 650 us, bench/RESULTS.md 2026-11-29 session 23).
   static constexpr int kCluster = kCluster_;
   static_assert(kCluster == 1 || kCluster == 2);
   static constexpr int kThreads = 384;
-  // The state warpgroup's 16-bit stores (S_hi, ṽ, v_new) by stmatrix, or by 4-byte pair stores at
+  // The state warpgroup's 16-bit stores (S_hi, R, ṽ, v_new) by stmatrix, or by 4-byte pair stores at
   // precomputed addresses. stmatrix took the narrow kernel from 274 to 266 us at T = 16k (forward
   // 1.010x) but the wide one from 416 to 434 us on 8 uneven sequences (0.969x) (H200,
   // bench/RESULTS.md 2026-11-29 session 21).
   static constexpr bool kStsm = kCols == 32;
   // setmaxnreg budgets: the CTA starts with 168 registers per thread; the producer and the output
-  // warpgroup (two 64 x kCols accumulators) give back what the state warpgroup takes beyond that
-  // (accumulators S 128 x kCols, W 64 x 128 and VN 64 x kCols, and W's 16-bit copy).
+  // warpgroup (two 64 x kCols accumulators) give back what the state warpgroup may take beyond
+  // that (accumulators S 128 x kCols, X and VN 64 x kCols; it needed W's 64 x 128 too until
+  // session 24, and the budgets measured since are these).
   static constexpr int kProducerRegs = 24;
   static constexpr int kStateRegs = kCols == 32 ? 240 : 256;
   static constexpr int kOutputRegs = kCols == 32 ? 104 : 152;
   static_assert(kProducerRegs + kStateRegs + kOutputRegs <= 65536 / 128);
-  // (row, key) tiles, keys contiguous: Q, the K-major A operand of Q S; and
-  // (row, j) the coefficients [T diag(beta) | T diag(beta exp(g))], whose two 64-column halves are
-  // each a LayP tile (the A operands of U and W).
+  // (row, key) tiles, keys contiguous: Q, the K-major A operand of Q S, and K for X = K S (the Kᵀ
+  // tile's bytes: tests/layout checks that LayKt (k, r) is LayRowsD (r, k)).
   using LayRowsD = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _128>{}));
-  // Kᵀ as (key, row), keys contiguous: the MN-major A operand of Kᵀ ṽ and the MN-major B of W.
+  // Kᵀ as (key, row), keys contiguous: the MN-major A operand of Kᵀ ṽ.
   // Atoms (64 keys x 8 rows) stacked along the rows first, so that a 64-key slab is one TMA box
   // (stacked along the keys first, a box spans 8 rows: 16 TMA loads per tile).
   using LayKt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<_128, _64>{}, Step<_2, _1>{}));
-  // P (i, j), j contiguous: K-major A of P v_new.
+  // P and C (i, j), j contiguous: K-major A of P v_new and of C R.
   using LayP = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, _64>{}));
   // The CTA's 64 x kCols slice of V, as (row, value); the output tile too.
   using LayU = decltype(tile_to_shape(AtomColsK{}, Shape<_64, NC>{}));
@@ -177,30 +143,22 @@ struct SoCfg {
   static constexpr bool kOwnOutTile = kCols == 32;
   // Gates of 4 heads (the 16-byte aligned group holding this one) x 64 rows.
   using LayG = Layout<Shape<_4, _64>>;
-  // S_hi as (value, key), values contiguous: MN-major B of W S_hi and Q S_hi.
+  // S_hi as (value, key), values contiguous: MN-major B of X = K S_hi and Q S_hi.
   using LayS = decltype(tile_to_shape(AtomColsMN{}, Shape<NC, _128>{}));
   // ṽ as (value, row): MN-major B of Kᵀ ṽ.
   using LayVt = decltype(tile_to_shape(AtomColsMN{}, Shape<NC, _64>{}));
-  // v_new, and the V slice, as (value, row) (the bytes of LayU): MN-major B of P v_new and of U.
+  // v_new, and the V slice, as (value, row) (the bytes of LayU): MN-major B of P v_new; R (in
+  // ṽ's buffer): MN-major B of C R.
   using LayVn = decltype(tile_to_shape(AtomColsMN{}, Shape<NC, _64>{}));
 
+  // Q S_hi and X = K S_hi (rows x values over the 128 keys).
   using MmaRowsS = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, NC, _128>, GMMA::Major::K, GMMA::Major::MN>()));
-  // -W S_hi with W from registers (the state warpgroup builds W in its accumulators; the WGMMA
-  // negates A, which spares 64 negations a chunk).
-  using MmaVnRs = decltype(make_tiled_mma(GMMA::rs_op_selector<E, E, float, Shape<_64, NC, _128>, GMMA::Major::K,
-                                                               GMMA::Major::MN, GMMA::ScaleIn::Neg,
-                                                               GMMA::ScaleIn::One>()));
-  // An m64 x 128 fp32 accumulator holds the same (row, column) pairs in the same register order as
-  // the 8 m64 x k16 A fragments of a 128-deep RS product (element e + 4 blk: column 8 blk + ...).
-  using LayWFrag = Layout<Shape<Shape<_2, _2, _2>, _1, _8>, Stride<Stride<_1, _2, _4>, _0, _8>>;
+  // v_new = C R and P v_new (rows x values over the chunk's 64 rows).
   using MmaRowsC = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, NC, _64>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaKeys = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, Shape<_64, NC, _64>, GMMA::Major::MN, GMMA::Major::MN>()));
-  // W = T diag(beta exp(g)) K (U = T diag(beta) V is a MmaRowsC product).
-  using MmaW = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<E, E, float, Shape<_64, _128, _64>, GMMA::Major::K, GMMA::Major::MN>()));
 
   // Global tensors as TMA sees them: (rows, D, heads, batch) with D contiguous; Kᵀ as (D, rows,
   // heads, batch); gates (padded heads, rows, batch) with heads contiguous.
@@ -216,6 +174,7 @@ struct SoCfg {
 
   using SharedLoad = std::conditional_t<kCluster == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
   using TmaRows = decltype(make_tma_copy(SharedLoad{}, GRows<128>{}, LayRowsD{}, Int<kCluster>{}));
+  // C and P: 64 x 64 tiles.
   using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GRows<128>{}, LayU{}));
   using TmaP = decltype(make_tma_copy(SharedLoad{}, GRows<64>{}, LayP{}, Int<kCluster>{}));
   using TmaKt = decltype(make_tma_copy(
@@ -229,7 +188,7 @@ struct SoCfg {
       SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<float const*>(nullptr)), ShapeG{}, StrideG{}), LayG{}));
 
   static constexpr uint32_t kStageBytes =
-      (3 * 64 * 128 + 64 * 64 + 64 * kCols) * sizeof(E) + 4 * 64 * sizeof(float);
+      (2 * 64 * 128 + 2 * 64 * 64 + 64 * kCols) * sizeof(E) + 4 * 64 * sizeof(float);
 };
 
 // The output warpgroup's own staging tiles (Cfg::kOwnOutTile), or none.
@@ -245,12 +204,12 @@ struct SoSmem {
   using E = typename Cfg::Element;
   static constexpr int S = Cfg::kStages;
   // The ring: what the producer loads per chunk.
-  cute::array_aligned<E, 64 * 128, 1024> t[S];  // [T diag(beta) | T diag(beta exp(g))]
+  cute::array_aligned<E, 64 * 64, 1024> t[S];  // C = T diag(beta)
   cute::array_aligned<E, 64 * 128, 1024> kt[S];
   cute::array_aligned<E, 64 * 128, 1024> q[S];
   cute::array_aligned<E, 64 * 64, 1024> p[S];
-  // The CTA's V slice, then v_new in its place: U, V's only reader, has completed when the state
-  // warpgroup writes v_new (so a wide CTA fits in 227 KB).
+  // The CTA's V slice, then v_new in its place: the state warpgroup has read V (for R) when it
+  // writes v_new.
   cute::array_aligned<E, Cfg::kCols * 64, 1024> v[S];
   cute::array_aligned<float, 4 * 64, 128> g[S];
   cute::array_aligned<E, Cfg::kCols * 128, 1024> s_hi;  // S rounded to 16 bits
@@ -262,7 +221,8 @@ struct SoSmem {
 
 template <class Cfg>
 struct SoParams {
-  typename Cfg::TmaRows tma_q, tma_t;
+  typename Cfg::TmaRows tma_q;
+  typename Cfg::TmaP tma_t;
   typename Cfg::TmaV tma_v;
   typename Cfg::TmaP tma_p;
   typename Cfg::TmaKt tma_kt;
@@ -317,7 +277,8 @@ CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
 
 constexpr int kBarS = 1;       // S of the chunk published (state and output warpgroups)
 constexpr int kBarV = 2;       // ṽ and v_new written; the output warpgroup done with Q S
-constexpr int kBarZero = 3;    // the state warpgroup's own: rows past len zeroed
+constexpr int kBarZero = 3;    // the state warpgroup's own: rows past len zeroed, R stored
+constexpr int kBarX = 4;       // X of the chunk completed (the state warpgroup arrives, the output waits)
 constexpr int kConsumerThreads = 256;  // the two warpgroups at kBarS and kBarV
 constexpr int kConsumerWarps = 8;      // state and output: each releases every stage
 
@@ -512,7 +473,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (tidx == 0) {
       const int rank = kCluster == 1 ? 0 : static_cast<int>(cute::block_rank_in_cluster());
       const uint16_t mask = static_cast<uint16_t>((1u << kCluster) - 1);
-      Tensor mT = p.tma_t.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
+      Tensor mT = p.tma_t.get_tma_tensor(make_shape(p.rows, _64{}, p.HV, p.batches));
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.rows, _128{}, p.H, p.batches));
       Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.rows, _128{}, p.HV, p.batches));
       Tensor mP = p.tma_p.get_tma_tensor(make_shape(p.rows, _64{}, p.HV, p.batches));
@@ -535,13 +496,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int row0 = static_cast<int>(s0 + int64_t{ci} * kChunk);
         uint64_t& bar = ss.full[s];
         FullBar::arrive_and_expect_tx(&bar, Cfg::kStageBytes);
-        Tensor sT = make_tensor(make_smem_ptr(ss.t[s].data()), typename Cfg::LayRowsD{});
+        Tensor sT = make_tensor(make_smem_ptr(ss.t[s].data()), typename Cfg::LayP{});
         Tensor sQ = make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayRowsD{});
         Tensor sV = make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayU{});
         Tensor sP = make_tensor(make_smem_ptr(ss.p[s].data()), typename Cfg::LayP{});
         Tensor sKt = make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{});
         Tensor sG = make_tensor(make_smem_ptr(ss.g[s].data()), typename Cfg::LayG{});
-        Tensor gT = local_tile(domain_offset(make_coord(row0, _0{}), mT(_, _, hv, batch)), Shape<_64, _128>{},
+        Tensor gT = local_tile(domain_offset(make_coord(row0, _0{}), mT(_, _, hv, batch)), Shape<_64, _64>{},
                                make_coord(_0{}, _0{}));
         Tensor gQ = local_tile(domain_offset(make_coord(row0, _0{}), mQ(_, _, hq, batch)), Shape<_64, _128>{},
                                make_coord(_0{}, _0{}));
@@ -553,7 +514,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                 make_coord(_0{}, _0{}));
         Tensor gG = local_tile(domain_offset(make_coord(hv & ~3, row0), mG(_, _, batch)), Shape<_4, _64>{},
                                make_coord(_0{}, _0{}));
-        // The tiles W and U are built from first.
+        // The tiles the state warpgroup reads first.
         shared_copy(p.tma_t, bar, tt.partition_S(gT), tt.partition_D(sT));
         shared_copy(p.tma_kt, bar, tk.partition_S(gKt), tk.partition_D(sKt));
         copy(p.tma_v.with(bar), tv.partition_S(gV), tv.partition_D(sV));
@@ -570,33 +531,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (wg == 0) {
       // ---------------- state
       cutlass::arch::warpgroup_reg_alloc<Cfg::kStateRegs>();
-      typename Cfg::MmaVnRs mma_vn;
+      typename Cfg::MmaRowsS mma_x;
+      typename Cfg::MmaRowsC mma_vn;
       typename Cfg::MmaKeys mma_up;
-      typename Cfg::MmaW mma_w;
-      typename Cfg::MmaRowsC mma_u;
+      auto thr_x = mma_x.get_thread_slice(tidx);
       auto thr_vn = mma_vn.get_thread_slice(tidx);
       auto thr_up = mma_up.get_thread_slice(tidx);
-      auto thr_w = mma_w.get_thread_slice(tidx);
-      auto thr_u = mma_u.get_thread_slice(tidx);
-      Tensor tVNrB = thr_vn.partition_fragment_B(sShi);  // (MMA, 1, 8)
+      Tensor tXrB = thr_x.partition_fragment_B(sShi);   // (MMA, 1, 8)
+      Tensor tVNrB = thr_vn.partition_fragment_B(sVt);  // R (in ṽ's buffer), (MMA, 1, 4)
       Tensor tUPrB = thr_up.partition_fragment_B(sVt);  // (MMA, 1, 4)
-      // VN's accumulator starts each chunk as U (U = T diag(beta) V lands in it), and the product
-      // negates W, so it ends as v_new = U - W S_hi.
+      Tensor accX = partition_fragment_C(mma_x, Shape<_64, NC>{});
       Tensor accVN = partition_fragment_C(mma_vn, Shape<_64, NC>{});
       Tensor accS = partition_fragment_C(mma_up, Shape<_128, NC>{});
-      Tensor accW = partition_fragment_C(mma_w, Shape<_64, _128>{});
-      Tensor aW = make_tensor<E>(typename Cfg::LayWFrag{});  // W in 16 bits, VN's A operand
       Tensor cVN = thr_vn.partition_C(make_identity_tensor(Shape<_64, NC>{}));
       Tensor cS = thr_up.partition_C(make_identity_tensor(Shape<_128, NC>{}));
+      check_acc_layout(accX);
       check_acc_layout(accVN);
       check_acc_layout(accS);
-      check_acc_layout(accW);
       static_assert(decltype(size(accVN))::value == kCols / 2 && decltype(size(accS))::value == kCols);
-      static_assert(decltype(size(accW))::value == 64 && decltype(size(aW))::value == 64);
       static_assert(decltype(stride<1>(accS.layout()))::value == kCols / 2);
-      static_assert(std::is_same_v<decltype(partition_fragment_C(mma_u, Shape<_64, NC>{}).layout()),
-                                   decltype(accVN.layout())>,
-                    "U's accumulator must be VN's");
+      static_assert(std::is_same_v<decltype(accX.layout()), decltype(accVN.layout())>,
+                    "X's accumulator must be laid out as VN's");
 
       CUTE_UNROLL
       for (int i = 0; i < size(accS); ++i) {
@@ -611,7 +566,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // swizzle every chunk (~60 instructions between the update and kBarS); kept as 16 ṽ / v_new
       // offsets, ~80 instructions among the VN WGMMAs.
       // S pair q at so_base(s_pair0, so_s_hi_base(q)) + so_s_hi_imm(q); ṽ pair q at
-      // so_base(vt_pair0, q >> 1) + so_vt_imm(q), its v_new at the same offset in the stage's V tile.
+      // so_base(vt_pair0, q >> 1) + so_vt_imm(q), its v_new (and V's pair) at the same offset in the
+      // stage's V tile.
       const uint32_t s_hi_base = cute::cast_smem_ptr_to_uint(ss.s_hi.data());
       const uint32_t vt_base = cute::cast_smem_ptr_to_uint(ss.vt.data());
       static_assert(std::is_same_v<typename Cfg::LayVt, typename Cfg::LayVn>);
@@ -638,10 +594,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
         cutlass::arch::fence_view_async_shared();
       };
+      // A (row, value) view of ṽ's buffer or of a stage's V tile (LayVt: values contiguous in a row).
+      using RowsOfVals = Layout<Shape<_64, NC>, Stride<NC, _1>>;
+      // The thread's 16-bit accumulator-shaped tile r to ṽ's buffer or a stage's V tile (LayVt
+      // both): stmatrix, or 4-byte pair stores.
+      auto store_vals = [&](const auto& r, E* tile) {
+        if constexpr (Cfg::kStsm) {
+          Tensor dst = make_tensor(make_smem_ptr(tile), composition(typename Cfg::LayVt{}, RowsOfVals{}));
+          stsm_store(mma_vn, tidx, r, dst);
+        } else {
+          const uint32_t to_v = cute::cast_smem_ptr_to_uint(tile) - vt_base;
+          CUTE_UNROLL
+          for (int q = 0; q < kCols / 4; ++q) {
+            const uint32_t lo = reinterpret_cast<const uint16_t&>(r(2 * q));
+            const uint32_t hi = reinterpret_cast<const uint16_t&>(r(2 * q + 1));
+            sts32(so_base(vt_pair0, q >> 1) + so_vt_imm<kCols>(q) + to_v, lo | (hi << 16));
+          }
+        }
+      };
       // Chunk ci's stage loaded, with K and V rows past len zeroed (they meet zero coefficients
-      // and ṽ rows that are 0, and 0 x NaN need not be 0). Past the last chunk: nothing to wait
-      // for; the products then read a stage's stale tiles and their results go unused (WGMMAs
-      // under a branch that ptxas cannot prove uniform get serialized, so they are issued always).
+      // and ṽ rows that are 0, and 0 x NaN need not be 0).
       auto stage_ready = [&](int ci) {
         if (ci >= nchunks) return;
         const int s = ci % kStages, len = chunk_len(ci);
@@ -655,92 +627,80 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           gpu::named_barrier_sync(kBarZero, 128);
         }
       };
-      // W = T diag(beta exp(g)) K of chunk ci into accW (a WGMMA batch, committed, not waited).
-      auto issue_w = [&](int ci) {
-        const int s = ci % kStages;
-        Tensor sC1 = make_tensor(make_smem_ptr(ss.t[s].data() + 64 * 64), typename Cfg::LayP{});
-        Tensor tWrA = thr_w.partition_fragment_A(sC1);
-        Tensor tWrB = thr_w.partition_fragment_B(make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayKt{}));
-        wg_issue(mma_w, accW, tWrA, tWrB);
-      };
-      // U = T diag(beta) V of chunk ci (the CTA's columns) into accVN (committed, not waited).
-      auto issue_u = [&](int ci) {
-        const int s = ci % kStages;
-        Tensor tUrA = thr_u.partition_fragment_A(make_tensor(make_smem_ptr(ss.t[s].data()), typename Cfg::LayP{}));
-        Tensor tUrB = thr_u.partition_fragment_B(make_tensor(make_smem_ptr(ss.v[s].data()), typename Cfg::LayVn{}));
-        wg_issue(mma_u, accVN, tUrA, tUrB);
-      };
-      // W to 16 bits, VN's A operand (once the batch that built W has completed).
-      auto convert_w = [&]() {
-        warpgroup_fence_operand(accW);
-        CUTE_UNROLL
-        for (int i = 0; i < size(accW); ++i) aW(i) = static_cast<E>(accW(i));
-      };
 
       stage_ready(0);
-      issue_w(0);
-      issue_u(0);
-      warpgroup_wait<0>();
-      convert_w();
       publish();
       for (int ci = 0; ci < nchunks; ++ci) {
         const int s = ci % kStages;
         const int len = chunk_len(ci);
+        const uint32_t v_from_vt = cute::cast_smem_ptr_to_uint(ss.v[s].data()) - vt_base;
         gpu::named_barrier_sync(kBarS, kConsumerThreads);
 
-        // v_new = U - W S_hi over the 128 keys (accVN holds U).
-        warpgroup_fence_operand(accVN);
-        warpgroup_fence_operand(aW);
-        warpgroup_arrive();
-        CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(aW); ++kb) gemm(mma_vn, aW(_, _, kb), tVNrB(_, _, kb), accVN);
-        warpgroup_commit_batch();
-        // While the tensor cores work: the gates of this thread's rows.
+        // X = K S_hi over the 128 keys (the Kᵀ tile read as K's (row, key) K-major tile: the same
+        // bytes).
+        Tensor tXrA = thr_x.partition_fragment_A(make_tensor(make_smem_ptr(ss.kt[s].data()), typename Cfg::LayRowsD{}));
+        wg_issue(mma_x, accX, tXrA, tXrB);
+        // While the tensor cores work: the gates of this thread's rows and its pairs of V.
         const float* gs = ss.g[s].data();
         const float glast = gs[4 * (len - 1) + g_col];
+        const float g_a = gs[4 * row_a + g_col], g_b = gs[4 * row_b + g_col];
         const bool ok_a = row_a < len, ok_b = row_b < len;
-        const float ex_a = ok_a ? __expf(glast - gs[4 * row_a + g_col]) : 0.f;
-        const float ex_b = ok_b ? __expf(glast - gs[4 * row_b + g_col]) : 0.f;
-        // S's decay: S is no operand of VN (its 16-bit copy is), so the multiplies run under VN's
-        // latency instead of between kBarV and the update.
+        const float eg_a = __expf(g_a), eg_b = __expf(g_b);
+        const float ex_a = ok_a ? __expf(glast - g_a) : 0.f;
+        const float ex_b = ok_b ? __expf(glast - g_b) : 0.f;
+        uint32_t vpair[kCols / 4];
+        CUTE_UNROLL
+        for (int q = 0; q < kCols / 4; ++q) {
+          const uint32_t addr = so_base(vt_pair0, q >> 1) + so_vt_imm<kCols>(q) + v_from_vt;
+          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(vpair[q]) : "r"(addr));
+        }
+        // S's decay: S is no operand of X (its 16-bit copy is), so the multiplies run under X's
+        // latency.
         const float decay = __expf(glast);
         CUTE_UNROLL
         for (int i = 0; i < size(accS); ++i) accS(i) *= decay;
         warpgroup_fence_operand(accS);
         warpgroup_wait<0>();
+        warpgroup_fence_operand(accX);
+        gpu::named_barrier_arrive(kBarX, kConsumerThreads);  // the output warpgroup's Q S may start
+
+        // R = V - diag(exp(g)) X in 16 bits, into ṽ's buffer (ṽ's last reader, the update, has
+        // completed), then v_new = C R.
+        {
+          Tensor rR = make_tensor_like<E>(accX);
+          CUTE_UNROLL
+          for (int q = 0; q < kCols / 4; ++q) {
+            const float eg = (q & 1) ? eg_b : eg_a;
+            const uint32_t v = vpair[q];
+            E v0e, v1e;
+            reinterpret_cast<uint16_t&>(v0e) = static_cast<uint16_t>(v & 0xffffu);
+            reinterpret_cast<uint16_t&>(v1e) = static_cast<uint16_t>(v >> 16);
+            rR(2 * q) = static_cast<E>(static_cast<float>(v0e) - eg * accX(2 * q));
+            rR(2 * q + 1) = static_cast<E>(static_cast<float>(v1e) - eg * accX(2 * q + 1));
+          }
+          store_vals(rR, ss.vt.data());
+        }
+        cutlass::arch::fence_view_async_shared();
+        gpu::named_barrier_sync(kBarZero, 128);
+        Tensor tVNrA = thr_vn.partition_fragment_A(make_tensor(make_smem_ptr(ss.t[s].data()), typename Cfg::LayP{}));
+        wg_issue(mma_vn, accVN, tVNrA, tVNrB);
+        warpgroup_wait<0>();
         warpgroup_fence_operand(accVN);
 
         // v_new (0 past len) and ṽ = diag(exp(g_last - g)) v_new, in 16 bits; v_new over the
-        // stage's V tile (U, its reader, completed last chunk).
-        if constexpr (Cfg::kStsm) {
-          // (row, value) views of ṽ and of the stage's V tile (LayVt: values contiguous in a row).
-          using RowsOfVals = Layout<Shape<_64, NC>, Stride<NC, _1>>;
-          Tensor sVtRV = make_tensor(make_smem_ptr(ss.vt.data()), composition(typename Cfg::LayVt{}, RowsOfVals{}));
-          Tensor sVnRV = make_tensor(make_smem_ptr(ss.v[s].data()), composition(typename Cfg::LayVn{}, RowsOfVals{}));
+        // stage's V tile (V's reads are behind the barrier above).
+        {
           Tensor rVt = make_tensor_like<E>(accVN);
           Tensor rVn = make_tensor_like<E>(accVN);
           CUTE_UNROLL
           for (int i = 0; i < size(accVN); ++i) {
-            const bool row_b = (i & 2) != 0;  // the thread's second row
-            const float vn = (row_b ? ok_b : ok_a) ? accVN(i) : 0.f;
-            rVt(i) = static_cast<E>(vn * (row_b ? ex_b : ex_a));
+            const bool second = (i & 2) != 0;  // the thread's second row
+            const float vn = (second ? ok_b : ok_a) ? accVN(i) : 0.f;
+            rVt(i) = static_cast<E>(vn * (second ? ex_b : ex_a));
             rVn(i) = static_cast<E>(vn);
           }
-          stsm_store(mma_vn, tidx, rVt, sVtRV);
-          stsm_store(mma_vn, tidx, rVn, sVnRV);
-        } else {
-          const uint32_t vn_from_vt = cute::cast_smem_ptr_to_uint(ss.v[s].data()) - vt_base;
-          CUTE_UNROLL
-          for (int q = 0; q < kCols / 4; ++q) {
-            const bool ok = (q & 1) ? ok_b : ok_a;
-            const float ex = (q & 1) ? ex_b : ex_a;
-            const int i = 2 * q;
-            const float vn0 = ok ? accVN(i) : 0.f;
-            const float vn1 = ok ? accVN(i + 1) : 0.f;
-            const uint32_t addr = so_base(vt_pair0, q >> 1) + so_vt_imm<kCols>(q);
-            sts32(addr, pack2f<E>(vn0 * ex, vn1 * ex));
-            sts32(addr + vn_from_vt, pack2f<E>(vn0, vn1));
-          }
+          store_vals(rVt, ss.vt.data());
+          store_vals(rVn, ss.v[s].data());
         }
         cutlass::arch::fence_view_async_shared();
         gpu::named_barrier_sync(kBarV, kConsumerThreads);
@@ -752,26 +712,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         CUTE_UNROLL
         for (int kb = 0; kb < size<2>(tAk); ++kb) gemm(mma_up, tAk(_, _, kb), tUPrB(_, _, kb), accS);
         warpgroup_commit_batch();
-        // The next chunk's W queued behind the update, its U once S_hi is published (the tensor
-        // cores run a warpgroup's batches in order): W behind VN instead, running while the
-        // epilogue does, delayed the update (0.99x); W's two 64-key halves behind VN and behind
-        // the update 0.98x. U's WGMMAs issued before the publish stalled their issue until W's
-        // were under way, and the publish with them; the stage released before the publish put the
-        // remote arrive's operand on the publish's registers (a WAR wait). Issuing U after the
-        // publish and releasing after it took this kernel from 314 to 293 us at T = 16k (H200,
-        // bench/RESULTS.md 2026-11-28 session 18). Slower there: the wait for the next stage
-        // under VN's latency (0.965x), S_hi's fence after U's issue and W's conversion (0.977x).
-        // With the stmatrix publish, the release before it was still 0.996x (session 22).
         stage_ready(ci + 1);
-        issue_w(ci + 1);
-        warpgroup_wait<1>();  // the update
+        warpgroup_wait<0>();  // the update
         warpgroup_fence_operand(accS);
-        publish();  // after the last chunk too: harmless, and no branch around the products
+        publish();  // after the last chunk too: harmless
         release(s);
-        issue_u(ci + 1);  // into accVN, read above
-        warpgroup_wait<1>();  // W
-        convert_w();
-        warpgroup_wait<0>();  // U
       }
       if (p.fin.defined()) {
         CUTE_UNROLL
@@ -806,6 +751,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int len = chunk_len(ci);
         gpu::named_barrier_sync(kBarS, kConsumerThreads);
         FullBar::wait(&ss.full[s], (ci / kStages) & 1);
+        // Q S once the state warpgroup's X has completed, so that the two do not share the tensor
+        // cores on the chain: Q S runs while R is formed.
+        gpu::named_barrier_sync(kBarX, kConsumerThreads);
         Tensor tA = thr_o.partition_fragment_A(make_tensor(make_smem_ptr(ss.q[s].data()), typename Cfg::LayRowsD{}));
         wg_issue(mma_o, accO, tA, tOrBhi);
         // The row scales while Q S runs (read after P v_new, their loads' latency was ~5% of this

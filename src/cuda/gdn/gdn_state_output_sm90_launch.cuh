@@ -92,7 +92,7 @@ Status launch_so(const StateOutParams& sp, const SeqLayout& L, cudaStream_t stre
   using Shared = typename Cfg::SharedLoad;
   const SoParams<Cfg> p{
       make_tma_copy(Shared{}, rows_t(sp.q, sp.H, _128{}), typename Cfg::LayRowsD{}, Int<kCluster>{}),
-      make_tma_copy(Shared{}, rows_t(sp.tu, sp.HV, _128{}), typename Cfg::LayRowsD{}, Int<kCluster>{}),
+      make_tma_copy(Shared{}, rows_t(sp.tu, sp.HV, _64{}), typename Cfg::LayP{}, Int<kCluster>{}),
       make_tma_copy(SM90_TMA_LOAD{}, rows_t(sp.v, sp.HV, _128{}), typename Cfg::LayU{}),
       make_tma_copy(Shared{}, rows_t(sp.pm, sp.HV, _64{}), typename Cfg::LayP{}, Int<kCluster>{}),
       make_tma_copy(Shared{}, kt, typename Cfg::LayKt{}, Int<kCluster>{}),

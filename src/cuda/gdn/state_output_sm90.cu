@@ -30,8 +30,8 @@ int env_int(const char* name) {
   return v ? std::atoi(v) : 0;
 }
 
-// The CTAs of one (sequence, value head) run in clusters of two that share their U / W
-// coefficient, Kᵀ, Q and P tiles through TMA multicast, unless that takes more waves than single
+// The CTAs of one (sequence, value head) run in clusters of two that share their C, Kᵀ, Q and P
+// tiles through TMA multicast, unless that takes more waves than single
 // CTAs. Each CTA's chain of chunk steps is latency-bound, so when the narrow CTAs (32 value
 // columns, 4 per value head) would not all run at once, the wide ones (64 columns, 2 per value
 // head: each chunk step ~1.4x as long, half as many CTAs) finish sooner (8 uneven sequences: the
@@ -48,7 +48,7 @@ Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, con
     return Status::Internal("gdn sm90 state/output: the gates must be fp32 [B, T, HV padded to 4]");
   for (const Tok* t : {&p.q, &p.k, &p.v, &p.tu, &p.pm})
     if (!rows_aligned16(*t))
-      return Status::Internal("gdn sm90 state/output: q, k, v, the U / W coefficients and P need 16-byte aligned rows");
+      return Status::Internal("gdn sm90 state/output: q, k, v, C and P need 16-byte aligned rows");
   if (L.T > INT32_MAX - kChunk || L.N > 65535)
     return Status::Unsupported("gdn sm90 state/output: at most 2^31 - 65 rows and 65535 sequences");
   const int cols = env_int("ATTNKIT_GDN_SO_COLS");
