@@ -386,18 +386,19 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   ATTNKIT_RETURN_IF_ERROR(call.ready());
 
   const int qdt = dt_code(p.dtype);
-  auto contiguous = [&](size_t at, int64_t heads, int dt) {
+  // [B, T, heads, inner] 16-bit scratch in q's dtype.
+  auto contiguous = [&](size_t at, int64_t heads, int64_t inner) {
     Tok t;
     t.p = scratch.at<char>(at);
-    t.dt = dt;
-    t.sh = dt == 0 ? 1 : D;
-    t.st = heads * (dt == 0 ? 1 : D);
+    t.dt = qdt;
+    t.sh = inner;
+    t.st = heads * inner;
     t.sb = p.T * t.st;
     return t;
   };
   Tok q = tok(a.q), k = tok(a.k);
   if (p.use_qk_l2norm) {
-    Tok qn = contiguous(qn_off, p.H, qdt), kn = contiguous(kn_off, p.H, qdt);
+    Tok qn = contiguous(qn_off, p.H, D), kn = contiguous(kn_off, p.H, D);
     ATTNKIT_RETURN_IF_ERROR(gdn_cuda::launch_l2norm(q, qn, p.B, p.T, static_cast<int>(p.H), s));
     ATTNKIT_RETURN_IF_ERROR(gdn_cuda::launch_l2norm(k, kn, p.B, p.T, static_cast<int>(p.H), s));
     q = qn;
@@ -409,23 +410,13 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   gcum.sh = 1;
   gcum.st = HVp;
   gcum.sb = p.T * HVp;
-  // [B, T, HV, 64] 16-bit scratch.
-  auto rows64 = [&](size_t at) {
-    Tok t;
-    t.p = scratch.at<char>(at);
-    t.dt = qdt;
-    t.sh = kGdnChunk;
-    t.st = p.HV * kGdnChunk;
-    t.sb = p.T * t.st;
-    return t;
-  };
-  const Tok pm = rows64(p_off);  // P = tril(Q K^T (.) Gamma)
+  const Tok pm = contiguous(p_off, p.HV, kGdnChunk);  // P = tril(Q K^T (.) Gamma)
   Tok w, u, tu;
   if (sm90) {
-    tu = rows64(t_off);  // C = T diag(beta)
+    tu = contiguous(t_off, p.HV, kGdnChunk);  // C = T diag(beta)
   } else {
-    w = contiguous(w_off, p.HV, qdt);
-    u = contiguous(u_off, p.HV, qdt);
+    w = contiguous(w_off, p.HV, D);
+    u = contiguous(u_off, p.HV, D);
   }
 
   gdn_cuda::IntraParams ip;

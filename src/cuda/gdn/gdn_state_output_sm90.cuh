@@ -244,6 +244,20 @@ struct SoParams {
 CUTE_DEVICE void sts32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
+CUTE_DEVICE uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+// A pair of 16-bit values (E) in one 32-bit word, as floats.
+template <class E>
+CUTE_DEVICE void unpack2f(uint32_t v, float* lo, float* hi) {
+  E a, b;
+  reinterpret_cast<uint16_t&>(a) = static_cast<uint16_t>(v & 0xffffu);
+  reinterpret_cast<uint16_t&>(b) = static_cast<uint16_t>(v >> 16);
+  *lo = static_cast<float>(a);
+  *hi = static_cast<float>(b);
+}
 template <class E>
 CUTE_DEVICE uint32_t pack2f(float lo, float hi);
 template <>
@@ -573,6 +587,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       static_assert(std::is_same_v<typename Cfg::LayVt, typename Cfg::LayVn>);
       const uint32_t s_pair0 = s_hi_base + smem_off(&sShi(get<1>(cS(0)), get<0>(cS(0))), ss.s_hi.data());
       const uint32_t vt_pair0 = vt_base + smem_off(&sVt(get<1>(cVN(0)), get<0>(cVN(0))), ss.vt.data());
+      // Where VN pair q goes in ṽ's buffer; + (tile - vt_base), in a stage's V tile.
+      auto vt_pair_addr = [&](int q) { return so_base(vt_pair0, q >> 1) + so_vt_imm<kCols>(q); };
       // The thread's two accumulator rows (pairs q with q & 1 == 0 and == 1).
       const int row_a = get<0>(cVN(0)), row_b = get<0>(cVN(2));
       auto publish = [&]() {
@@ -608,7 +624,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           for (int q = 0; q < kCols / 4; ++q) {
             const uint32_t lo = reinterpret_cast<const uint16_t&>(r(2 * q));
             const uint32_t hi = reinterpret_cast<const uint16_t&>(r(2 * q + 1));
-            sts32(so_base(vt_pair0, q >> 1) + so_vt_imm<kCols>(q) + to_v, lo | (hi << 16));
+            sts32(vt_pair_addr(q) + to_v, lo | (hi << 16));
           }
         }
       };
@@ -650,10 +666,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const float ex_b = ok_b ? __expf(glast - g_b) : 0.f;
         uint32_t vpair[kCols / 4];
         CUTE_UNROLL
-        for (int q = 0; q < kCols / 4; ++q) {
-          const uint32_t addr = so_base(vt_pair0, q >> 1) + so_vt_imm<kCols>(q) + v_from_vt;
-          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(vpair[q]) : "r"(addr));
-        }
+        for (int q = 0; q < kCols / 4; ++q) vpair[q] = lds32(vt_pair_addr(q) + v_from_vt);
         // S's decay: S is no operand of X (its 16-bit copy is), so the multiplies run under X's
         // latency.
         const float decay = __expf(glast);
@@ -671,12 +684,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           CUTE_UNROLL
           for (int q = 0; q < kCols / 4; ++q) {
             const float eg = (q & 1) ? eg_b : eg_a;
-            const uint32_t v = vpair[q];
-            E v0e, v1e;
-            reinterpret_cast<uint16_t&>(v0e) = static_cast<uint16_t>(v & 0xffffu);
-            reinterpret_cast<uint16_t&>(v1e) = static_cast<uint16_t>(v >> 16);
-            rR(2 * q) = static_cast<E>(static_cast<float>(v0e) - eg * accX(2 * q));
-            rR(2 * q + 1) = static_cast<E>(static_cast<float>(v1e) - eg * accX(2 * q + 1));
+            float v0, v1;
+            unpack2f<E>(vpair[q], &v0, &v1);
+            rR(2 * q) = static_cast<E>(v0 - eg * accX(2 * q));
+            rR(2 * q + 1) = static_cast<E>(v1 - eg * accX(2 * q + 1));
           }
           store_vals(rR, ss.vt.data());
         }
