@@ -26,6 +26,17 @@
 // typed, every ring variant ran at 30-64%, whatever the depth: each load waited where it was
 // issued. The updated state written back through the stage with bulk copies shared -> global
 // was no faster than register stores (55.4 against 56.1% at b32, untyped loads).
+//
+// On an H200 (2026-11-29, bench/RESULTS.md session 25) this kernel reaches 75% / 89% of the 1 GiB
+// copy at b32 / b256 (a copy of the same bytes: 85% / 98%). ncu at b32: DRAM throughput ~50%, 40%
+// of the writes still in L2 at its end, issue slots 22% busy, the stages' full barriers never
+// waited on: each SM's own chain per item is the limit, not memory. Tried there (same calls), none
+// faster at b32: stores with .cs (b256 1% slower), loads with an L2 evict_first policy (3% / 5%
+// slower), the write-back by bulk copies from the stage with the next load deferred an item (b32 5%
+// slower, b256 1-1.5% faster), 512 threads (25% slower), token sets kept as loaded and converted
+// where used (the shifts that waited on the loads went, instruction-cache misses grew: b32 equal,
+// b256 1% slower), and the tokens in a shared-memory ring filled by one warp, the item loop not
+// unrolled (equal at both batches).
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cutlass/arch/barrier.h>
 
