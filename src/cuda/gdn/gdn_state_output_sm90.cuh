@@ -116,8 +116,8 @@ struct SoCfg {
   static constexpr bool kStsm = kCols == 32;
   // setmaxnreg budgets: the CTA starts with 168 registers per thread; the producer and the output
   // warpgroup (two 64 x kCols accumulators) give back what the state warpgroup may take beyond
-  // that (accumulators S 128 x kCols, X and VN 64 x kCols; it needed W's 64 x 128 too until
-  // session 24, and the budgets measured since are these).
+  // that (accumulators S 128 x kCols, X and VN 64 x kCols). Tuned when it also held W's
+  // 64 x 128 accumulator (until session 24); not retuned since.
   static constexpr int kProducerRegs = 24;
   static constexpr int kStateRegs = kCols == 32 ? 240 : 256;
   static constexpr int kOutputRegs = kCols == 32 ? 104 : 152;
@@ -174,8 +174,8 @@ struct SoCfg {
 
   using SharedLoad = std::conditional_t<kCluster == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
   using TmaRows = decltype(make_tma_copy(SharedLoad{}, GRows<128>{}, LayRowsD{}, Int<kCluster>{}));
-  // C and P: 64 x 64 tiles.
   using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GRows<128>{}, LayU{}));
+  // C and P: 64 x 64 tiles.
   using TmaP = decltype(make_tma_copy(SharedLoad{}, GRows<64>{}, LayP{}, Int<kCluster>{}));
   using TmaKt = decltype(make_tma_copy(
       SharedLoad{}, make_tensor(make_gmem_ptr(static_cast<E const*>(nullptr)), ShapeT{}, StrideT{}), LayKt{},
@@ -289,10 +289,10 @@ CUTE_DEVICE uint32_t smem_off(const T* p, const void* base) {
   return cute::cast_smem_ptr_to_uint(p) - cute::cast_smem_ptr_to_uint(base);
 }
 
-constexpr int kBarS = 1;       // S of the chunk published (state and output warpgroups)
-constexpr int kBarV = 2;       // ṽ and v_new written; the output warpgroup done with Q S
-constexpr int kBarZero = 3;    // the state warpgroup's own: rows past len zeroed, R stored
-constexpr int kBarX = 4;       // X of the chunk completed (the state warpgroup arrives, the output waits)
+constexpr int kBarS = 1;        // S of the chunk published (state and output warpgroups)
+constexpr int kBarV = 2;        // ṽ and v_new written; the output warpgroup done with Q S
+constexpr int kBarStateWg = 3;  // the state warpgroup's own: rows past len zeroed, R stored
+constexpr int kBarX = 4;        // X of the chunk completed (the state warpgroup arrives, the output waits)
 constexpr int kConsumerThreads = 256;  // the two warpgroups at kBarS and kBarV
 constexpr int kConsumerWarps = 8;      // state and output: each releases every stage
 
@@ -640,7 +640,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           for (int x = tidx; x < (kChunk - len) * 128; x += 128) sKt(x % 128, len + x / 128) = E(0.f);
           for (int x = tidx; x < (kChunk - len) * kCols; x += 128) sV(len + x / kCols, x % kCols) = E(0.f);
           cutlass::arch::fence_view_async_shared();
-          gpu::named_barrier_sync(kBarZero, 128);
+          gpu::named_barrier_sync(kBarStateWg, 128);
         }
       };
 
@@ -692,7 +692,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           store_vals(rR, ss.vt.data());
         }
         cutlass::arch::fence_view_async_shared();
-        gpu::named_barrier_sync(kBarZero, 128);
+        gpu::named_barrier_sync(kBarStateWg, 128);
         Tensor tVNrA = thr_vn.partition_fragment_A(make_tensor(make_smem_ptr(ss.t[s].data()), typename Cfg::LayP{}));
         wg_issue(mma_vn, accVN, tVNrA, tVNrB);
         warpgroup_wait<0>();
