@@ -37,9 +37,10 @@
 // where used (the shifts that waited on the loads went, instruction-cache misses grew: b32 equal,
 // b256 1% slower), and the tokens in a shared-memory ring filled by one warp, the item loop not
 // unrolled (equal at both batches). What bounds b32 there (session 26): this ring with the math and
-// the token loads taken out moves the states at 79-81% of the copy (90-91% at b256), as does one
-// stage in each of 3 CTAs of 128 threads; fewer threads per state, 2 stages, items pipelined by one
-// or decode.cu's register kernel did no better with the math in. At b32, 1024 states on 132 SMs
+// the token loads taken out moves the states at 78-81% of the copy (90-91% at b256), as does one
+// stage in each of 3 CTAs of 128 threads; fewer threads per state, 2 stages, items pipelined by one,
+// the update re-reading the stage (refilled after it) or decode.cu's register kernel did no better
+// with the math in. At b32, 1024 states on 132 SMs
 // leave 8 items on some SMs against 7.76 on average, whatever power-of-two split of a state.
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cutlass/arch/barrier.h>
