@@ -30,18 +30,17 @@
 // On an H200 (2026-11-29, bench/RESULTS.md session 25) this kernel reaches 75% / 89% of the 1 GiB
 // copy at b32 / b256 (a copy of the same bytes: 85% / 98%). ncu at b32: DRAM throughput ~50%, 40%
 // of the writes still in L2 at its end, issue slots 22% busy, the stages' full barriers never
-// waited on. Tried there (same calls), none
-// faster at b32: stores with .cs (b256 1% slower), loads with an L2 evict_first policy (3% / 5%
-// slower), the write-back by bulk copies from the stage with the next load deferred an item (b32 5%
-// slower, b256 1-1.5% faster), 512 threads (25% slower), token sets kept as loaded and converted
-// where used (the shifts that waited on the loads went, instruction-cache misses grew: b32 equal,
-// b256 1% slower), and the tokens in a shared-memory ring filled by one warp, the item loop not
-// unrolled (equal at both batches). What bounds b32 there (session 26): this ring with the math and
-// the token loads taken out moves the states at 78-81% of the copy (90-91% at b256), as does one
-// stage in each of 3 CTAs of 128 threads; fewer threads per state, 2 stages, items pipelined by one,
-// the update re-reading the stage (refilled after it) or decode.cu's register kernel did no better
-// with the math in. At b32, 1024 states on 132 SMs
-// leave 8 items on some SMs against 7.76 on average, whatever power-of-two split of a state.
+// waited on. Tried there (same calls), none faster at b32: stores with .cs (b256 1% slower), loads
+// with an L2 evict_first policy (3% / 5% slower), the write-back by bulk copies from the stage with
+// the next load deferred an item (b32 5% slower, b256 1-1.5% faster), 512 threads (25% slower),
+// token sets kept as loaded and converted where used (the shifts that waited on the loads went,
+// instruction-cache misses grew: b32 equal, b256 1% slower), and the tokens in a shared-memory ring
+// filled by one warp, the item loop not unrolled (equal at both batches). What bounds b32 there
+// (session 26): this ring with the math and the token loads taken out moves the states at 78-81% of
+// the copy (90-91% at b256), as does one stage in each of 3 CTAs of 128 threads; fewer threads per
+// state, 2 stages, items pipelined by one, the update re-reading the stage (refilled after it) or
+// decode.cu's register kernel did no better with the math in. At b32, 1024 states on 132 SMs leave
+// 8 items on some SMs against 7.76 on average, whatever power-of-two split of a state.
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cutlass/arch/barrier.h>
 
