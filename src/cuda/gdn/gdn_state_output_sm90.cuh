@@ -621,11 +621,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         } else {
           const uint32_t to_v = cute::cast_smem_ptr_to_uint(tile) - vt_base;
           CUTE_UNROLL
-          for (int q = 0; q < kCols / 4; ++q) {
-            const uint32_t lo = reinterpret_cast<const uint16_t&>(r(2 * q));
-            const uint32_t hi = reinterpret_cast<const uint16_t&>(r(2 * q + 1));
-            sts32(vt_pair_addr(q) + to_v, lo | (hi << 16));
-          }
+          for (int q = 0; q < kCols / 4; ++q) sts32(vt_pair_addr(q) + to_v, pack2<E>(r(2 * q), r(2 * q + 1)));
         }
       };
       // Chunk ci's stage loaded, with K and V rows past len zeroed (they meet zero coefficients
