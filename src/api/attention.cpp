@@ -1,6 +1,8 @@
 // attention_forward / merge_states: validate, pick a backend, run.
 #include "attnkit/attention.h"
 
+#include <string>
+
 #include "api/backends.h"
 
 namespace attnkit {
@@ -47,6 +49,15 @@ Status plan_for(const AttentionArgs& args, const AttnProblem& prob, const ExecOp
 
 Status run(const AttentionArgs& args, const AttnProblem& prob, const ExecOptions& opts,
            const AttentionPlan& plan) {
+  // A plan is trusted only for the device and backend it was made for: a CPU plan with CUDA
+  // tensors would read device memory on the host.
+  const bool host = prob.device.type == DeviceType::kCPU;
+  if (host != (plan.backend == Backend::kCPU))
+    return Status::Invalid(std::string("plan is for the ") + to_string(plan.backend) +
+                           " backend, but q is on " + (host ? "the cpu" : "a CUDA device"));
+  if (opts.backend != Backend::kAuto && opts.backend != plan.backend)
+    return Status::Invalid(std::string("plan is for the ") + to_string(plan.backend) +
+                           " backend, but ExecOptions::backend asks for " + to_string(opts.backend));
   switch (plan.backend) {
     case Backend::kCPU: return detail::cpu_attention_forward(args, prob, opts);
 #ifdef ATTNKIT_WITH_CUDA

@@ -73,6 +73,29 @@ TEST(AttentionValidation, BaseCasesAreValid) {
   }
 }
 
+// A plan is checked against the call it runs: one made for a CUDA backend never runs on host
+// tensors (nor a CPU plan on device tensors), and ExecOptions::backend must agree with it.
+TEST(AttentionValidation, PlanForAnotherBackendIsRefused) {
+  AttnData d = make_attn_data(base_case());
+  AttentionPlan plan;
+  ASSERT_TRUE(plan_attention(d.args(), cpu_opts(), &plan).ok());
+  for (Backend b : {Backend::kCudaPortable, Backend::kCudaSm90}) {
+    AttentionPlan other = plan;
+    other.backend = b;
+    d.poison_outputs();
+    const Status st = attention_forward(d.args(), cpu_opts(), &other);
+    EXPECT_EQ(st.code(), kInvalid) << st.message();
+    EXPECT_NE(st.message().find("plan is for the"), std::string::npos) << st.message();
+    EXPECT_TRUE(all_poisoned(d.o.buf)) << "o was written";
+  }
+  ExecOptions forced = cpu_opts();
+  forced.backend = Backend::kCudaSm90;
+  const Status st = attention_forward(d.args(), forced, &plan);
+  EXPECT_EQ(st.code(), kInvalid) << st.message();
+  EXPECT_NE(st.message().find("ExecOptions::backend"), std::string::npos) << st.message();
+  EXPECT_TRUE(attention_forward(d.args(), cpu_opts(), &plan).ok());
+}
+
 TEST(AttentionValidation, MissingOutput) {
   AttnData d = make_attn_data(base_case());
   AttentionArgs a = d.args();
