@@ -64,17 +64,28 @@ inline void store_tokens(const TensorView& t, int64_t b, int64_t t0, int64_t L, 
     store_float(t, b * t.stride[0] + (t0 + i) * t.stride[1] + head * t.stride[2], buf[i]);
 }
 
-// The K x V matrix [i, hv] of a [*, HV, K, V] tensor (states, h) <-> buf[K x V].
+// The K x V matrix [i, hv] of a [*, HV, K, V] tensor (states, h) <-> buf[K x V]. States may be
+// key-last (V not contiguous, K is): those go element by element.
 inline void load_state(const TensorView& t, int64_t i, int64_t hv, float* buf) {
-  const int64_t K = t.shape[2], V = t.shape[3];
-  for (int64_t m = 0; m < K; ++m)
-    load_span(t, i * t.stride[0] + hv * t.stride[1] + m * t.stride[2], V, buf + m * V);
+  const int64_t K = t.shape[2], V = t.shape[3], base = i * t.stride[0] + hv * t.stride[1];
+  for (int64_t m = 0; m < K; ++m) {
+    if (t.stride[3] == 1) {
+      load_span(t, base + m * t.stride[2], V, buf + m * V);
+    } else {
+      for (int64_t n = 0; n < V; ++n) buf[m * V + n] = load_float(t, base + m * t.stride[2] + n * t.stride[3]);
+    }
+  }
 }
 
 inline void store_state(const TensorView& t, int64_t i, int64_t hv, const float* buf) {
-  const int64_t K = t.shape[2], V = t.shape[3];
-  for (int64_t m = 0; m < K; ++m)
-    store_span(t, i * t.stride[0] + hv * t.stride[1] + m * t.stride[2], V, buf + m * V);
+  const int64_t K = t.shape[2], V = t.shape[3], base = i * t.stride[0] + hv * t.stride[1];
+  for (int64_t m = 0; m < K; ++m) {
+    if (t.stride[3] == 1) {
+      store_span(t, base + m * t.stride[2], V, buf + m * V);
+    } else {
+      for (int64_t n = 0; n < V; ++n) store_float(t, base + m * t.stride[2] + n * t.stride[3], buf[m * V + n]);
+    }
+  }
 }
 
 // Where global chunk `index` lies: batch entry, first row, length, sequence.

@@ -25,6 +25,7 @@ struct ChunkCase {
   bool init = true;
   float glo = -1.f, ghi = 0.f;
   bool validate_indices = false;
+  bool key_last = false;  // initial / final states [N, HV, V, K], passed as transposed views
   int64_t N() const { return cu.empty() ? B : static_cast<int64_t>(cu.size()) - 1; }
 };
 
@@ -65,6 +66,15 @@ Inputs to_device(const Inputs& h) {
 
 TensorView opt(const Buffer& b) { return b.empty() ? TensorView{} : b.view(); }
 
+// A [N, HV, K, V] state buffer as attnkit sees it: itself, or (key_last) the [N, HV, K, V] view of
+// the [N, HV, V, K] layout it holds.
+TensorView state_view(const Buffer& b, bool key_last) {
+  if (b.empty() || !key_last) return opt(b);
+  const TensorView v = b.view();
+  return make_view(b.data(), DType::kFloat32, {v.shape[0], v.shape[1], kD, kD},
+                   {v.stride[0], v.stride[1], 1, kD}, b.device());
+}
+
 void run_forward(const ChunkCase& c, uint64_t seed) {
   std::mt19937_64 rng(seed);
   const Inputs h = make_inputs(c, rng);
@@ -76,8 +86,8 @@ void run_forward(const ChunkCase& c, uint64_t seed) {
     a.g = in.g.view();
     a.beta = in.beta.view();
     a.cu_seqlens = opt(in.cu);
-    a.initial_state = opt(in.init);
-    a.final_state = fin.view();
+    a.initial_state = state_view(in.init, c.key_last);
+    a.final_state = state_view(fin, c.key_last);
     a.o = o.view();
     a.use_qk_l2norm = c.l2norm;
     return a;
@@ -158,6 +168,23 @@ TEST(GdnChunkCuda, ForwardEachIntraKernelVariant) {
       if (*name) unsetenv(name);
     }
     ++seed;
+  }
+}
+// Initial and final states in the key-last layout of vLLM, SGLang and FlashInfer ([N, HV, V, K],
+// passed transposed), through every fused state/output kernel variant, against the CPU reference
+// on the same layout.
+TEST(GdnChunkCuda, ForwardKeyLastStatesEachFusedKernelVariant) {
+  ChunkCase c{1, 480, 2, 4, {0, 37, 37, 300, 301, 480}, DType::kBFloat16, true, true};
+  c.key_last = true;
+  const std::pair<const char*, const char*> variants[] = {{"", ""},
+                                                          {"ATTNKIT_GDN_CLUSTER", "2"},
+                                                          {"ATTNKIT_GDN_SO_COLS", "64"},
+                                                          {"ATTNKIT_GDN_NO_WGMMA", "1"}};
+  for (const auto& [name, value] : variants) {
+    SCOPED_TRACE(*name ? std::string(name) + "=" + value : std::string("default"));
+    if (*name) setenv(name, value, 1);
+    run_forward(c, 41);
+    if (*name) unsetenv(name);
   }
 }
 // Error must not accumulate over 1024 chunk steps, in the narrow and the wide state/output kernel.

@@ -39,7 +39,8 @@ struct DecodeCase {
   DType dt;
   DType beta_dt;
   bool l2norm;
-  int64_t pad = 0;  // pool rows are V + pad floats apart
+  int64_t pad = 0;  // pool rows are V + pad floats apart (K + pad when key_last)
+  bool key_last = false;  // the pool is [P, HV, V, K], passed as its transposed [P, HV, K, V] view
   int64_t row() const { return kD + pad; }
   int64_t per_slot() const { return HV * kD * row(); }
 };
@@ -66,8 +67,12 @@ DecodeInputs make_inputs(const DecodeCase& c, const std::vector<int32_t>& slots,
   return in;
 }
 
-// The [P, HV, K, V] pool inside a buffer whose rows may be padded.
+// The [P, HV, K, V] pool inside a buffer whose rows may be padded (its transposed view when the
+// buffer holds the key-last [P, HV, V, K] layout).
 TensorView pool_view(const Buffer& pool, const DecodeCase& c) {
+  if (c.key_last)
+    return make_view(pool.data(), DType::kFloat32, {c.P, c.HV, kD, kD},
+                     {c.per_slot(), kD * c.row(), 1, c.row()}, pool.device());
   return make_view(pool.data(), DType::kFloat32, {c.P, c.HV, kD, kD}, {c.per_slot(), kD * c.row(), c.row(), 1},
                    pool.device());
 }
@@ -267,6 +272,28 @@ void run_skipping_case(const DecodeCase& c, const std::vector<int32_t>& slots, u
       expect_untouched(c, valid_slots, pool0, d.pool.to_float());
     });
   }
+}
+
+// The key-last pool of vLLM, SGLang and FlashInfer ([P, HV, V, K], passed transposed): its own
+// kernel, against the CPU reference on the same layout; unused slots and row padding untouched,
+// padding slots (-1) skipped.
+DecodeCase key_last(DecodeCase c, int64_t pad = 0) {
+  c.key_last = true;
+  c.pad = pad;
+  return c;
+}
+
+TEST(GdnDecodeCuda, KeyLastPool) {
+  std::vector<int32_t> slots(32);
+  for (int i = 0; i < 32; ++i) slots[i] = (i * 7) % 40;
+  run_case(key_last({32, 4, 8, 40, DType::kBFloat16, DType::kFloat32, true}), slots, 31);
+}
+TEST(GdnDecodeCuda, KeyLastPoolFp16PaddedRows) {
+  run_case(key_last({5, 2, 4, 9, DType::kFloat16, DType::kFloat16, false}, 4), {7, 2, 5, 0, 8}, 32);
+}
+TEST(GdnDecodeCuda, KeyLastPoolSkipsPaddingSlots) {
+  run_skipping_case(key_last({6, 1, 2, 8, DType::kBFloat16, DType::kBFloat16, true}),
+                    {3, -1, 1, 9, 0, 6}, 33);
 }
 
 TEST(GdnDecodeCuda, OutOfRangeDeviceIndexSkipsSequence) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "api/backends.h"
 #include "api/check.h"
@@ -44,6 +45,7 @@ StateT state(const TensorView& t) {
   r.s0 = t.stride[0];
   r.sh = t.stride[1];
   r.sk = t.stride[2];
+  r.sv = t.stride[3];
   r.rows = t.shape[0];
   return r;
 }
@@ -455,7 +457,15 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
 Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, const ExecOptions& opts) {
   if (p.K != kGdnGpuHeadDim || p.V != kGdnGpuHeadDim)
     return Status::Unsupported("gdn_decode_step: the CUDA kernel needs K = V = 128");
-  ATTNKIT_RETURN_IF_ERROR(require_vector_aligned(a.state_pool, "state_pool"));
+  // A key-last pool ([P, HV, V, K] passed transposed) has its K dim contiguous: its float4 rows run
+  // along K, so the alignment check is on the view with the last two dims swapped back.
+  const bool key_last = a.state_pool.stride[3] != 1;
+  TensorView rows = a.state_pool;
+  if (key_last) {
+    std::swap(rows.shape[2], rows.shape[3]);
+    std::swap(rows.stride[2], rows.stride[3]);
+  }
+  ATTNKIT_RETURN_IF_ERROR(require_vector_aligned(rows, "state_pool"));
   DeviceGuard guard(p.device.index);
   if (!guard.ok())
     return Status::Cuda("gdn_decode_step: cannot select CUDA device " + std::to_string(p.device.index));
@@ -487,6 +497,7 @@ Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, c
   // (HV = 32, flushed L2, same call, gdn_bench decode-sweep, ring / register): N = 1 0.0099 /
   // 0.0086 ms, 2 0.0104 / 0.0092, 4 0.0133 / 0.0123 (128 states), 8 0.0169 / 0.0179 (256),
   // 16 0.0304 / 0.0317, 32 0.0528 / 0.0562.
+  if (key_last) return gdn_cuda::launch_decode_key_last(dp, stream);
   const bool ring = use_sm90(d) && (p.N * p.HV >= d.sm_count || env_is_1("ATTNKIT_GDN_DECODE_RING"));
   return ring ? gdn_cuda::launch_decode_sm90(dp, stream) : gdn_cuda::launch_decode(dp, stream);
 }

@@ -32,13 +32,19 @@ inline bool rows_aligned16(const Tok& x) {
   return (reinterpret_cast<uintptr_t>(x.p) & 15) == 0 && x.sb % 8 == 0 && x.st % 8 == 0 && x.sh % 8 == 0;
 }
 
-// A [rows, HV, K, V] fp32/16-bit tensor (states, h): strides of dim 0, the head and the K dims.
+// A [rows, HV, K, V] fp32/16-bit tensor (states, h): strides of dim 0, the head, K and V dims.
+// h always has sv = 1; initial / final states and the decode pool may be key-last ([rows, HV, V, K]
+// seen transposed: sk = 1, sv = K).
 struct StateT {
   void* p = nullptr;
   int dt = 0;
-  int64_t s0 = 0, sh = 0, sk = 0;
+  int64_t s0 = 0, sh = 0, sk = 0, sv = 1;
   int64_t rows = 0;  // first dim: writes past it are dropped
   ATTNKIT_HD bool defined() const { return p != nullptr; }
+  // Element offset of S[i, hv][k, v].
+  ATTNKIT_HD int64_t at(int64_t i, int64_t hv, int64_t k, int64_t v) const {
+    return i * s0 + hv * sh + k * sk + v * sv;
+  }
 };
 
 struct SeqArgs {
@@ -57,9 +63,11 @@ struct DecodeParams {
   float scale = 0.f;
   bool l2norm = false;
 };
-// The register kernel (any GPU) and the TMA-ring kernel (sm_90, decode_sm90.cu).
+// The register kernel (any GPU) and the TMA-ring kernel (sm_90, decode_sm90.cu) take pools with
+// contiguous value rows (sv = 1); decode_key_last.cu takes key-last pools (sk = 1).
 Status launch_decode(const DecodeParams& p, cudaStream_t s);
 Status launch_decode_sm90(const DecodeParams& p, cudaStream_t s);
+Status launch_decode_key_last(const DecodeParams& p, cudaStream_t s);
 
 // Scratch for the GPU-side chunk offsets of a ragged batch: int32 [N + 1].
 Status launch_chunk_offsets(const SeqArgs& seq, int32_t* chunk_off, cudaStream_t s);

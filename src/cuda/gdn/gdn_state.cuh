@@ -51,8 +51,7 @@ __global__ void __launch_bounds__(kStateThreads16) state_kernel_w16(StateParams 
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = srow0 + g + (e >= 2 ? 8 : 0), col = v0 + scol0 + nt * 8 + 2 * t + (e & 1);
-      S[nt][e] = p.init.defined() ? ld_any(p.init.p, 0, n * p.init.s0 + hv * p.init.sh + r * p.init.sk + col)
-                                  : 0.f;
+      S[nt][e] = p.init.defined() ? ld_any(p.init.p, 0, p.init.at(n, hv, r, col)) : 0.f;
     }
 
   int64_t s0, s1;
@@ -158,8 +157,12 @@ __global__ void __launch_bounds__(kStateThreads16) state_kernel_w16(StateParams 
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2) {
         const int r = srow0 + g + h2 * 8, col = v0 + scol0 + nt * 8 + 2 * t;
-        st_pair(p.fin.p, 0, n * p.fin.s0 + hv * p.fin.sh + r * p.fin.sk + col, S[nt][2 * h2],
-                S[nt][2 * h2 + 1]);
+        if (p.fin.sv == 1) {
+          st_pair(p.fin.p, 0, p.fin.at(n, hv, r, col), S[nt][2 * h2], S[nt][2 * h2 + 1]);
+        } else {  // key-last: the pair's two columns are not adjacent
+          static_cast<float*>(p.fin.p)[p.fin.at(n, hv, r, col)] = S[nt][2 * h2];
+          static_cast<float*>(p.fin.p)[p.fin.at(n, hv, r, col + 1)] = S[nt][2 * h2 + 1];
+        }
       }
   }
 }

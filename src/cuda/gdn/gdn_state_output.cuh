@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(kSoThreads, 1) state_output_kernel(StateOutPar
     for (int e = 0; e < 4; ++e) {
       const int k = key0 + 8 * nt + 2 * t + (e & 1), v = v0 + vw + g + 8 * (e >> 1);
       ST[nt][e] = state_warp && p.init.defined()
-                      ? ld_any(p.init.p, 0, n * p.init.s0 + hv * p.init.sh + k * p.init.sk + v)
+                      ? ld_any(p.init.p, 0, p.init.at(n, hv, k, v))
                       : 0.f;
     }
   if (state_warp) publish_state(sm.sT[0], ST, vw, key0, g, t);  // read after the loop's first barrier
@@ -340,7 +340,7 @@ __global__ void __launch_bounds__(kSoThreads, 1) state_output_kernel(StateOutPar
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int k = key0 + 8 * nt + 2 * t + (e & 1), v = v0 + vw + g + 8 * (e >> 1);
-        static_cast<float*>(p.fin.p)[n * p.fin.s0 + hv * p.fin.sh + k * p.fin.sk + v] = ST[nt][e];
+        static_cast<float*>(p.fin.p)[p.fin.at(n, hv, k, v)] = ST[nt][e];
       }
   }
 }

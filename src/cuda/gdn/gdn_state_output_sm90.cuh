@@ -571,7 +571,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int i = 0; i < size(accS); ++i) {
         const int key = get<0>(cS(i)), c = get<1>(cS(i));
         accS(i) = p.init.defined()
-                      ? static_cast<const float*>(p.init.p)[n * p.init.s0 + hv * p.init.sh + key * p.init.sk + v0 + c]
+                      ? static_cast<const float*>(p.init.p)[p.init.at(n, hv, key, v0 + c)]
                       : 0.f;
       }
       // Shared-window addresses for the 4-byte pair stores (Cfg::kStsm false), once: the S pair
@@ -732,7 +732,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           for (int e = 0; e < 2; ++e) {
             const int i = so_pair_elem<kCols>(q) + e;
             const int key = get<0>(cS(i)), c = get<1>(cS(i));
-            static_cast<float*>(p.fin.p)[n * p.fin.s0 + hv * p.fin.sh + key * p.fin.sk + v0 + c] = accS(i);
+            static_cast<float*>(p.fin.p)[p.fin.at(n, hv, key, v0 + c)] = accS(i);
           }
         }
       }
