@@ -7,6 +7,15 @@ if(ATTNKIT_WITH_CUDA)
   find_path(ATTNKIT_CUTLASS_INCLUDE_DIR cute/tensor.hpp
     HINTS "${ATTNKIT_DEPS_DIR}/cutlass/cutlass_library/source/include" ENV CUTLASS_INCLUDE_DIR
     NO_DEFAULT_PATH)
+  if(NOT ATTNKIT_CUTLASS_INCLUDE_DIR AND NOT DEFINED ENV{CUTLASS_INCLUDE_DIR})
+    # A build that did not start from scripts/build.sh (pip install .): install them now.
+    message(STATUS "attnkit: CUTLASS headers not in ${ATTNKIT_DEPS_DIR}; running scripts/deps.sh cutlass")
+    execute_process(COMMAND bash "${PROJECT_SOURCE_DIR}/scripts/deps.sh" cutlass
+                    RESULT_VARIABLE _deps_rc)
+    unset(ATTNKIT_CUTLASS_INCLUDE_DIR CACHE)
+    find_path(ATTNKIT_CUTLASS_INCLUDE_DIR cute/tensor.hpp
+      HINTS "${ATTNKIT_DEPS_DIR}/cutlass/cutlass_library/source/include" NO_DEFAULT_PATH)
+  endif()
   if(NOT ATTNKIT_CUTLASS_INCLUDE_DIR)
     message(FATAL_ERROR "CUTLASS/CuTe headers not found. Run scripts/deps.sh (installs the pinned "
                         "nvidia-cutlass wheel into .deps/), or set CUTLASS_INCLUDE_DIR.")

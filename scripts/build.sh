@@ -10,6 +10,7 @@
 #   BUILD_DIR           build folder (default: build)
 #   BUILD_TYPE          CMake build type (default: Release)
 #   BUILD_TARGET        build only this target (default: everything), e.g. attnkit_cli
+#   CMAKE_EXTRA_ARGS    more CMake arguments (split on spaces), e.g. -DATTNKIT_BUILD_PYTHON=ON
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +28,8 @@ scripts/deps.sh
 
 args=(-S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DATTNKIT_CUDA="$ATTNKIT_CUDA")
 if [ -n "${ATTNKIT_CUDA_ARCHS:-}" ]; then args+=(-DATTNKIT_CUDA_ARCHS="$ATTNKIT_CUDA_ARCHS"); fi
+# shellcheck disable=SC2206
+if [ -n "${CMAKE_EXTRA_ARGS:-}" ]; then args+=($CMAKE_EXTRA_ARGS); fi
 # The generator can only be chosen when the folder is first configured.
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then args+=(-G Ninja); fi
 
