@@ -1,0 +1,138 @@
+// attention_forward (with the plan/run split) and merge_states. The Python layer (attnkit/_ops.py)
+// allocates outputs and resolves the stream; these functions only translate and call.
+#include <nanobind/stl/string.h>
+
+#include "arrays.h"
+
+namespace attnkit::py {
+namespace {
+
+// Arrays and scalars of one attention call, in the order the Python layer passes them.
+struct AttentionCall {
+  nb::handle q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes, sinks;
+  int max_seqlen_q = 0, max_seqlen_k = 0;
+  float scale = 0.f;
+  int window_left = -1, window_right = -1, chunk_size = 0;
+  float softcap = 0.f;
+  int num_splits = 0;
+
+  AttentionArgs args(ArrayScope& s) const {
+    AttentionArgs a;
+    a.q = s.in(q, "q");
+    a.k = s.in(k, "k");
+    a.v = s.in(v, "v");
+    a.o = s.out(o, "out");
+    a.lse = s.out(lse, "lse");
+    a.cu_seqlens_q = s.in(cu_seqlens_q, "cu_seqlens_q");
+    a.cu_seqlens_k = s.in(cu_seqlens_k, "cu_seqlens_k");
+    a.page_table = s.in(page_table, "page_table");
+    a.seqused_k = s.in(seqused_k, "seqused_k");
+    a.alibi_slopes = s.in(alibi_slopes, "alibi_slopes");
+    a.sinks = s.in(sinks, "sinks");
+    a.max_seqlen_q = max_seqlen_q;
+    a.max_seqlen_k = max_seqlen_k;
+    a.scale = scale;
+    a.mask = Mask{window_left, window_right, chunk_size};
+    a.softcap = softcap;
+    a.num_splits = num_splits;
+    return a;
+  }
+};
+
+AttentionCall make_call(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse,
+                        nb::handle cu_q, nb::handle cu_k, nb::handle page_table,
+                        nb::handle seqused_k, nb::handle alibi, nb::handle sinks, int max_q,
+                        int max_k, float scale, int wl, int wr, int chunk, float softcap,
+                        int splits) {
+  return AttentionCall{q,     k,      v,  o,  lse,   cu_q,    cu_k,  page_table, seqused_k, alibi,
+                       sinks, max_q, max_k, scale, wl, wr, chunk, softcap, splits};
+}
+
+AttentionPlan plan(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse,
+                   nb::handle cu_q, nb::handle cu_k, nb::handle page_table, nb::handle seqused_k,
+                   nb::handle alibi, nb::handle sinks, int max_q, int max_k, float scale, int wl,
+                   int wr, int chunk, float softcap, int splits, const std::string& backend,
+                   uintptr_t stream, bool validate_indices, int cpu_threads) {
+  ArrayScope s;
+  const AttentionArgs a = make_call(q, k, v, o, lse, cu_q, cu_k, page_table, seqused_k, alibi,
+                                    sinks, max_q, max_k, scale, wl, wr, chunk, softcap, splits)
+                              .args(s);
+  const ExecOptions opts = exec_options(backend, stream, validate_indices, cpu_threads);
+  AttentionPlan p;
+  throw_if_error(plan_attention(a, opts, &p));
+  return p;
+}
+
+void forward(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse,
+             nb::handle cu_q, nb::handle cu_k, nb::handle page_table, nb::handle seqused_k,
+             nb::handle alibi, nb::handle sinks, int max_q, int max_k, float scale, int wl, int wr,
+             int chunk, float softcap, int splits, const std::string& backend, uintptr_t stream,
+             bool validate_indices, int cpu_threads, const AttentionPlan* plan) {
+  ArrayScope s;
+  const AttentionArgs a = make_call(q, k, v, o, lse, cu_q, cu_k, page_table, seqused_k, alibi,
+                                    sinks, max_q, max_k, scale, wl, wr, chunk, softcap, splits)
+                              .args(s);
+  const ExecOptions opts = exec_options(backend, stream, validate_indices, cpu_threads);
+  Status st;
+  {
+    MaybeReleaseGil gil(a.q.device);
+    st = attention_forward(a, opts, plan);
+  }
+  throw_if_error(st);
+}
+
+void merge(nb::handle o_parts, nb::handle lse_parts, nb::handle o, nb::handle lse,
+           const std::string& backend, uintptr_t stream, int cpu_threads) {
+  ArrayScope s;
+  MergeStatesArgs a;
+  a.o_parts = s.in(o_parts, "o_parts");
+  a.lse_parts = s.in(lse_parts, "lse_parts");
+  a.o = s.out(o, "out");
+  a.lse = s.out(lse, "lse");
+  const ExecOptions opts = exec_options(backend, stream, false, cpu_threads);
+  Status st;
+  {
+    MaybeReleaseGil gil(a.o_parts.device);
+    st = merge_states(a, opts);
+  }
+  throw_if_error(st);
+}
+
+std::string plan_repr(const AttentionPlan& p) {
+  return "Plan(backend='" + std::string(to_string(p.backend)) + "', kernel='" + p.kernel +
+         "', num_splits=" + std::to_string(p.num_splits) +
+         ", workspace_bytes=" + std::to_string(p.workspace_bytes) + ")";
+}
+
+}  // namespace
+
+void bind_attention(nb::module_& m) {
+  nb::class_<AttentionPlan>(m, "Plan",
+                            "What an attention call runs, computed once on the host; reusable for "
+                            "calls with the same shapes and options, also under CUDA graph capture.")
+      .def_prop_ro("backend", [](const AttentionPlan& p) { return std::string(to_string(p.backend)); })
+      .def_ro("kernel", &AttentionPlan::kernel)
+      .def_ro("num_splits", &AttentionPlan::num_splits)
+      .def_ro("workspace_bytes", &AttentionPlan::workspace_bytes)
+      .def("__repr__", &plan_repr);
+
+  m.def("plan_attention", &plan, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
+        nb::arg("lse").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
+        nb::arg("page_table").none(), nb::arg("seqused_k").none(), nb::arg("alibi_slopes").none(),
+        nb::arg("sinks").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
+        nb::arg("scale"), nb::arg("window_left"), nb::arg("window_right"),
+        nb::arg("chunk_size"), nb::arg("softcap"), nb::arg("num_splits"), nb::arg("backend"),
+        nb::arg("stream"), nb::arg("validate_indices"), nb::arg("cpu_threads"));
+  m.def("attention_forward", &forward, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
+        nb::arg("lse").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
+        nb::arg("page_table").none(), nb::arg("seqused_k").none(), nb::arg("alibi_slopes").none(),
+        nb::arg("sinks").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
+        nb::arg("scale"), nb::arg("window_left"), nb::arg("window_right"),
+        nb::arg("chunk_size"), nb::arg("softcap"), nb::arg("num_splits"), nb::arg("backend"),
+        nb::arg("stream"), nb::arg("validate_indices"), nb::arg("cpu_threads"),
+        nb::arg("plan").none());
+  m.def("merge_states", &merge, nb::arg("o_parts"), nb::arg("lse_parts"), nb::arg("out"),
+        nb::arg("lse").none(), nb::arg("backend"), nb::arg("stream"), nb::arg("cpu_threads"));
+}
+
+}  // namespace attnkit::py

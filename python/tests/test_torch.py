@@ -1,0 +1,412 @@
+"""The torch face: the drop-in modules (attnkit.flash_attn_interface, attnkit.fla) against float64
+references, the custom ops under torch.library.opcheck and torch.compile(fullgraph=True), CUDA
+graph capture, streams and errors. Host tensors run the CPU backend; where a GPU is present every
+test runs on it too (bf16, the GPU kernels' head sizes)."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: the torch tests are skipped")
+
+import attnkit  # noqa: E402
+from attnkit import fla, torch_ops  # noqa: E402
+from attnkit import flash_attn_interface as fai  # noqa: E402
+from reference import attention_seq, gdn_recurrent, rel_l2  # noqa: E402
+
+HAS_CUDA = torch.cuda.is_available() and attnkit.build_info()["cuda"]
+DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+
+
+def dtype_for(device):
+    return torch.bfloat16 if device == "cuda" else torch.float32
+
+
+def tol_for(device):
+    return 1e-2 if device == "cuda" else 2e-3  # bf16 inputs vs float64 on the same rounded inputs
+
+
+def np64(t):
+    return t.detach().float().cpu().numpy().astype(np.float64)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+# ---------------------------------------------------------------- FlashAttention-3 drop-in
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "kw",
+    [dict(), dict(causal=True), dict(window_size=(6, 3)), dict(causal=True, softcap=5.0),
+     dict(attention_chunk=8, causal=True), dict(s_aux=True, window_size=(16, 0))],
+    ids=["none", "causal", "window", "softcap", "chunk", "sinks"],
+)
+def test_flash_attn_func(device, kw):
+    dt = dtype_for(device)
+    b, sq, sk, hq, hkv, d = 2, 33, 70, 8, 2, 128
+    q = torch.randn(b, sq, hq, d, device=device, dtype=dt)
+    k = torch.randn(b, sk, hkv, d, device=device, dtype=dt)
+    v = torch.randn(b, sk, hkv, d, device=device, dtype=dt)
+    kw = dict(kw)
+    s_aux = torch.randn(hq, device=device) if kw.pop("s_aux", False) else None
+    out, lse = fai.flash_attn_func(q, k, v, return_attn_probs=True, s_aux=s_aux, **kw)
+    assert out.shape == (b, sq, hq, d) and out.dtype == dt
+    assert lse.shape == (b, hq, sq) and lse.dtype == torch.float32
+    causal = kw.get("causal", False)
+    window = list(kw.get("window_size", (-1, -1)))
+    for i in range(b):
+        ref, ref_lse = attention_seq(np64(q[i]), np64(k[i]), np64(v[i]), d ** -0.5, causal, window,
+                                     kw.get("attention_chunk", 0), kw.get("softcap", 0.0),
+                                     None if s_aux is None else np64(s_aux))
+        assert rel_l2(np64(out[i]), ref) < tol_for(device)
+        np.testing.assert_allclose(np64(lse[i]).T, ref_lse, atol=2e-3)
+    assert torch.equal(fai.flash_attn_func(q, k, v, **{**kw, "s_aux": s_aux}), out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_flash_attn_varlen_func(device):
+    dt = dtype_for(device)
+    lens_q, lens_k = [5, 1, 40, 0], [9, 64, 40, 13]
+    cu_q = torch.tensor(np.cumsum([0] + lens_q), dtype=torch.int32, device=device)
+    cu_k = torch.tensor(np.cumsum([0] + lens_k), dtype=torch.int32, device=device)
+    hq, hkv, d = 4, 4, 64
+    q = torch.randn(sum(lens_q), hq, d, device=device, dtype=dt)
+    k = torch.randn(sum(lens_k), hkv, d, device=device, dtype=dt)
+    v = torch.randn(sum(lens_k), hkv, d, device=device, dtype=dt)
+    out, lse = fai.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k),
+                                          causal=True, return_attn_probs=True)
+    assert lse.shape == (hq, sum(lens_q))
+    for i in range(4):
+        if lens_q[i] == 0:
+            continue
+        a, bq = int(cu_q[i]), int(cu_q[i + 1])
+        c, bk = int(cu_k[i]), int(cu_k[i + 1])
+        ref, _ = attention_seq(np64(q[a:bq]), np64(k[c:bk]), np64(v[c:bk]), d ** -0.5, causal=True)
+        assert rel_l2(np64(out[a:bq]), ref) < tol_for(device)
+
+
+def paged_cache(k, v, lens, page, rng_pages, device):
+    """A paged cache holding sequence i's first lens[i] keys of k / v ([B, S, H, D])."""
+    b, _, h, d = k.shape
+    max_pages = -(-k.shape[1] // page)
+    num_pages = b * max_pages + 3
+    perm = torch.randperm(num_pages, generator=rng_pages)[: b * max_pages]
+    table = perm.view(b, max_pages).to(torch.int32).to(device)
+    kc = torch.randn(num_pages, page, h, d, dtype=k.dtype, device=device)
+    vc = torch.randn(num_pages, page, h, d, dtype=k.dtype, device=device)
+    for i in range(b):
+        for t in range(lens[i]):
+            kc[table[i, t // page], t % page] = k[i, t]
+            vc[table[i, t // page], t % page] = v[i, t]
+    return kc, vc, table
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("page", [None, 1, 16])
+@pytest.mark.parametrize("new_tokens", [0, 3])
+def test_flash_attn_with_kvcache(device, page, new_tokens):
+    dt = dtype_for(device)
+    b, cap, hq, hkv, d = 3, 48, 8, 2, 128
+    sq = max(new_tokens, 1)
+    lens = [17, 0, 40]
+    kfull = torch.randn(b, cap, hkv, d, device=device, dtype=dt)
+    vfull = torch.randn(b, cap, hkv, d, device=device, dtype=dt)
+    q = torch.randn(b, sq, hq, d, device=device, dtype=dt)
+    knew = torch.randn(b, new_tokens, hkv, d, device=device, dtype=dt) if new_tokens else None
+    vnew = torch.randn(b, new_tokens, hkv, d, device=device, dtype=dt) if new_tokens else None
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=device)
+    if page is None:
+        kc, vc, table = kfull.clone(), vfull.clone(), None
+    else:
+        kc, vc, table = paged_cache(kfull, vfull, lens, page, torch.Generator().manual_seed(1), device)
+    out, lse, *_ = fai.flash_attn_with_kvcache(q, kc, vc, k=knew, v=vnew, cache_seqlens=seqlens,
+                                               page_table=table, causal=True,
+                                               return_softmax_lse=True)
+    assert lse.shape == (b, hq, sq)
+    for i in range(b):
+        keys = kfull[i, : lens[i]]
+        vals = vfull[i, : lens[i]]
+        if new_tokens:
+            keys, vals = torch.cat([keys, knew[i]]), torch.cat([vals, vnew[i]])
+        ref, _ = attention_seq(np64(q[i]), np64(keys), np64(vals), d ** -0.5, causal=True)
+        assert rel_l2(np64(out[i]), ref) < tol_for(device)
+        if new_tokens:  # the new tokens were written into the cache
+            pos = torch.arange(lens[i], lens[i] + new_tokens, device=device)
+            if table is None:
+                got = kc[i, pos]
+            else:
+                got = kc[table[i, pos // page].long(), pos % page]
+            assert torch.equal(got, knew[i])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_flash_attn_with_kvcache_batch_idx(device):
+    dt = dtype_for(device)
+    b_cache, b, cap, h, d = 5, 2, 32, 4, 64
+    kc = torch.randn(b_cache, cap, h, d, device=device, dtype=dt)
+    vc = torch.randn(b_cache, cap, h, d, device=device, dtype=dt)
+    q = torch.randn(b, 1, h, d, device=device, dtype=dt)
+    idx = torch.tensor([3, 0], dtype=torch.int32, device=device)
+    seqlens = torch.tensor([20, 9], dtype=torch.int32, device=device)
+    out = fai.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, cache_batch_idx=idx)
+    for i in range(b):
+        r, n = int(idx[i]), int(seqlens[i])
+        ref, _ = attention_seq(np64(q[i]), np64(kc[r, :n]), np64(vc[r, :n]), d ** -0.5)
+        assert rel_l2(np64(out[i]), ref) < tol_for(device)
+
+
+def test_flash_attn_unsupported_arguments_raise():
+    q = torch.randn(1, 4, 2, 64)
+    k = torch.randn(1, 4, 2, 64)
+    with pytest.raises(NotImplementedError, match="qv"):
+        fai.flash_attn_func(q, k, k, qv=q)
+    with pytest.raises(NotImplementedError, match="sm_margin"):
+        fai.flash_attn_func(q, k, k, sm_margin=4)
+    cu = torch.tensor([0, 4], dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match="seqused_q"):
+        fai.flash_attn_varlen_func(q[0], k[0], k[0], cu, cu, 4, 4, seqused_q=cu[1:])
+    with pytest.raises(NotImplementedError, match="rotary_cos"):
+        fai.flash_attn_with_kvcache(q, k, k, rotary_cos=torch.ones(4, 32), rotary_sin=torch.ones(4, 32))
+    with pytest.raises(NotImplementedError, match="cache_leftpad"):
+        fai.flash_attn_with_kvcache(q, k, k, cache_leftpad=torch.zeros(1, dtype=torch.int32))
+    with pytest.raises(NotImplementedError, match="backward"):
+        fai.flash_attn_func(q.requires_grad_(), k, k)
+
+
+# ---------------------------------------------------------------- flash-linear-attention drop-in
+
+def gdn_inputs(device, b, t, h, hv, d, dt):
+    q = torch.nn.functional.normalize(torch.randn(b, t, h, d, device=device), dim=-1).to(dt)
+    k = torch.nn.functional.normalize(torch.randn(b, t, h, d, device=device), dim=-1).to(dt)
+    v = torch.randn(b, t, hv, d, device=device).to(dt)
+    g = torch.nn.functional.logsigmoid(torch.randn(b, t, hv, device=device))
+    beta = torch.rand(b, t, hv, device=device).sigmoid()
+    return q, k, v, g, beta
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("state_v_first", [False, True])
+def test_chunk_gated_delta_rule_varlen(device, state_v_first):
+    dt, d = dtype_for(device), 128
+    lens = [100, 3, 64]
+    cu = torch.tensor(np.cumsum([0] + lens), dtype=torch.int64, device=device)
+    q, k, v, g, beta = gdn_inputs(device, 1, sum(lens), 2, 4, d, dt)
+    h0 = torch.randn(3, 4, d, d, device=device) * 0.1
+    h0_in = h0.transpose(-1, -2).contiguous() if state_v_first else h0
+    o, ht = fla.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0_in,
+                                       output_final_state=True, use_qk_l2norm_in_kernel=True,
+                                       state_v_first=state_v_first, cu_seqlens=cu)
+    assert o.dtype == dt and ht.dtype == torch.float32
+    assert ht.shape == h0_in.shape
+    if state_v_first:
+        ht = ht.transpose(-1, -2)
+    for i in range(3):
+        s = slice(int(cu[i]), int(cu[i + 1]))
+        ref_o, ref_s = gdn_recurrent(np64(q[0, s]), np64(k[0, s]), np64(v[0, s]), np64(g[0, s]),
+                                     np64(beta[0, s]), d ** -0.5, np64(h0[i]), l2norm=True)
+        assert rel_l2(np64(o[0, s]), ref_o) < 1e-2
+        assert rel_l2(np64(ht[i]), ref_s) < 1e-2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_chunk_gated_delta_rule_gate_and_beta_options(device):
+    dt, d, hv = dtype_for(device), 128, 2
+    q, k, v, _, _ = gdn_inputs(device, 2, 70, 1, hv, d, dt)
+    a = torch.randn(2, 70, hv, device=device)
+    b = torch.randn(2, 70, hv, device=device)
+    A_log = torch.randn(hv, device=device) * 0.5
+    dt_bias = torch.randn(hv, device=device)
+    o, _ = fla.chunk_gated_delta_rule(q, k, v, a, b, use_gate_in_kernel=True, A_log=A_log,
+                                      dt_bias=dt_bias, use_beta_sigmoid_in_kernel=True,
+                                      allow_neg_eigval=True)
+    g = -A_log.exp() * torch.nn.functional.softplus(a + dt_bias)
+    o_ref, _ = fla.chunk_gated_delta_rule(q, k, v, g, 2 * b.sigmoid())
+    assert rel_l2(np64(o), np64(o_ref)) < 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("state_v_first", [False, True])
+def test_fused_recurrent_one_token_matches_the_recurrence(device, state_v_first):
+    dt, d = dtype_for(device), 128
+    q, k, v, g, beta = gdn_inputs(device, 5, 1, 2, 4, d, dt)
+    h0 = torch.randn(5, 4, d, d, device=device) * 0.1
+    h0_in = h0.transpose(-1, -2).contiguous() if state_v_first else h0
+    before = h0_in.clone()
+    o, ht = fla.fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, initial_state=h0_in,
+                                                 output_final_state=True,
+                                                 state_v_first=state_v_first)
+    assert torch.equal(h0_in, before), "the initial state must not change"
+    if state_v_first:
+        ht = ht.transpose(-1, -2)
+    for i in range(5):
+        ref_o, ref_s = gdn_recurrent(np64(q[i]), np64(k[i]), np64(v[i]), np64(g[i]), np64(beta[i]),
+                                     d ** -0.5, np64(h0[i]))
+        assert rel_l2(np64(o[i]), ref_o) < 1e-2
+        assert rel_l2(np64(ht[i]), ref_s) < 1e-2
+
+
+def test_fla_unsupported_arguments_raise():
+    q, k, v, g, beta = gdn_inputs("cpu", 1, 4, 1, 1, 32, torch.float32)
+    with pytest.raises(NotImplementedError, match="gk"):
+        fla.fused_recurrent_gated_delta_rule(q, k, v, gk=g[..., None].expand(-1, -1, -1, 32))
+    with pytest.raises(NotImplementedError, match="cp_context"):
+        fla.chunk_gated_delta_rule(q, k, v, g, beta, cp_context=object())
+    with pytest.raises(NotImplementedError, match="no_such_flag"):
+        fla.chunk_gated_delta_rule(q, k, v, g, beta, no_such_flag=True)
+    with pytest.raises(ValueError, match="batch size"):
+        fla.chunk_gated_delta_rule(q.expand(2, -1, -1, -1), k.expand(2, -1, -1, -1),
+                                   v.expand(2, -1, -1, -1), g.expand(2, -1, -1),
+                                   beta.expand(2, -1, -1), cu_seqlens=torch.tensor([0, 4]))
+    with pytest.raises(NotImplementedError, match="backward"):
+        fla.chunk_gated_delta_rule(q.requires_grad_(), k, v, g, beta)
+
+
+# ---------------------------------------------------------------- torch integration
+
+def op_samples(device):
+    dt, d = dtype_for(device), 128
+    q = torch.randn(2, 9, 4, d, device=device, dtype=dt)
+    k = torch.randn(2, 20, 2, d, device=device, dtype=dt)
+    gq, gk, gv, g, beta = gdn_inputs(device, 1, 70, 1, 2, d, dt)
+    pool = torch.randn(4, 2, d, d, device=device) * 0.1
+    slots = torch.tensor([2, 0], dtype=torch.int32, device=device)
+    g_cum = torch.ops.attnkit.gdn_chunk_cumsum(g, None)
+    a_inv = torch.ops.attnkit.gdn_kkt_inverse(gk, beta, g_cum, None, torch.float32)
+    w, u = torch.ops.attnkit.gdn_wu(gk, gv, beta, g_cum, a_inv, None, torch.float32)
+    h, v_new, _ = torch.ops.attnkit.gdn_state_pass(gk, w, u, g_cum, None, None, 2, False,
+                                                    torch.float32)
+    return {
+        "attention": (q, k, k, None, None, None, None, None, None, 0, 0, 0.1, -1, 0, 0, 0.0, 0,
+                      True, True),
+        "merge_states": (torch.randn(3, 5, 2, d, device=device), torch.randn(3, 5, 2, device=device)),
+        "gdn_chunk_forward": (gq, gk, gv, g, beta, None, None, True, 0.0, True, False),
+        "gdn_decode_step": (gq[0, :2], gk[0, :2], gv[0, :2], g[0, :2], beta[0, :2], pool, slots,
+                            0.0, True),
+        "gdn_chunk_cumsum": (g, None),
+        "gdn_kkt_inverse": (gk, beta, g_cum, None, torch.float32),
+        "gdn_wu": (gk, gv, beta, g_cum, a_inv, None, torch.float32),
+        "gdn_state_pass": (gk, w, u, g_cum, None, None, 2, True, torch.float32),
+        "gdn_chunk_output": (gq, gk, v_new, h, g_cum, None, 0.1),
+    }
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_every_op(device):
+    samples = op_samples(device)
+    ops = torch_ops.ops()
+    assert sorted(samples) == sorted(op._name for op in ops)
+    for name, args in samples.items():
+        result = torch.library.opcheck(getattr(torch.ops.attnkit, name).default, args)
+        assert all(v == "SUCCESS" for v in result.values()), (name, result)
+
+
+class TinyBlock(torch.nn.Module):
+    """Attention through the FA3 drop-in and a Gated DeltaNet layer through the fla drop-in."""
+
+    def forward(self, q, k, v, gq, gk, gv, g, beta):
+        o = fai.flash_attn_func(q, k, v, causal=True)
+        y, state = fla.chunk_gated_delta_rule(gq, gk, gv, g, beta, output_final_state=True)
+        return o * 2, y + 1, state
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_fullgraph(device):
+    dt, d = dtype_for(device), 128
+    q = torch.randn(2, 16, 4, d, device=device, dtype=dt)
+    k = torch.randn(2, 16, 2, d, device=device, dtype=dt)
+    args = (q, k, k) + gdn_inputs(device, 1, 70, 1, 2, d, dt)
+    model = TinyBlock()
+    eager = model(*args)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True)
+    for got, want in zip(compiled(*args), eager):
+        assert torch.allclose(got.float(), want.float(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and a CUDA build of attnkit")
+def test_cuda_graph_capture_of_a_decode_step():
+    dt, b, cap, page, h, d = torch.bfloat16, 4, 256, 16, 8, 128
+    kc = torch.randn(b * cap // page, page, 2, d, device="cuda", dtype=dt)
+    vc = torch.randn_like(kc)
+    table = torch.randperm(b * cap // page, device="cuda").view(b, -1).to(torch.int32)
+    seqlens = torch.tensor([10, 200, 1, 99], dtype=torch.int32, device="cuda")
+    q = torch.randn(b, 1, h, d, device="cuda", dtype=dt)
+    step = lambda: fai.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, page_table=table,  # noqa: E731
+                                               causal=True)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    for trial in range(3):
+        q.copy_(torch.randn_like(q))
+        seqlens.copy_(torch.randint(1, cap, (b,), device="cuda", dtype=torch.int32))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, step()), trial
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and a CUDA build of attnkit")
+def test_cuda_work_goes_on_the_current_stream():
+    q = torch.randn(4, 512, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(4, 4096, 8, 128, device="cuda", dtype=torch.bfloat16)
+    want = fai.flash_attn_func(q, k, k)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        out = fai.flash_attn_func(q, k, k)
+        got = out.clone()  # ordered after the kernel on s only if the kernel went on s
+    torch.cuda.synchronize()
+    assert torch.equal(got, want)
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and a CUDA build of attnkit")
+def test_cuda_errors_are_exceptions():
+    q = torch.randn(1, 4, 2, 128, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="device"):
+        attnkit.attention(q, q.cpu(), q)
+    with pytest.raises(ValueError, match="dtype"):
+        attnkit.attention(q, q.half(), q)
+    with pytest.raises(ValueError, match="contiguous in its last dimension"):
+        attnkit.attention(q, q.transpose(-1, -2).contiguous().transpose(-1, -2), q)
+    kc = torch.randn(4, 16, 2, 128, device="cuda", dtype=torch.bfloat16)
+    table = torch.tensor([[0, 9]], dtype=torch.int32, device="cuda")
+    used = torch.tensor([20], dtype=torch.int32, device="cuda")
+    with pytest.raises(ValueError, match="page_table"):
+        attnkit.attention(q, kc, kc, page_table=table, seqused_k=used, validate_indices=True)
+    torch.cuda.synchronize()  # the context survived
+    pool = torch.randn(2, 1, 128, 128, device="cuda")
+    with pytest.raises(ValueError, match="state_indices"):
+        attnkit.gdn_decode_step(q[0, :1, :1], q[0, :1, :1], q[0, :1, :1],
+                                torch.zeros(1, 1, device="cuda"), torch.ones(1, 1, device="cuda"),
+                                pool, torch.tensor([5], dtype=torch.int32, device="cuda"),
+                                validate_indices=True)
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and a CUDA build of attnkit")
+def test_readme_example():
+    q = torch.randn(4, 1, 32, 128, device="cuda", dtype=torch.bfloat16)
+    k_cache = torch.randn(1024, 16, 8, 128, device="cuda", dtype=torch.bfloat16)
+    v_cache = torch.randn_like(k_cache)
+    page_table = torch.arange(1024, device="cuda", dtype=torch.int32).view(4, 256)
+    lens = torch.tensor([100, 4000, 17, 2048], device="cuda", dtype=torch.int32)
+    out = fai.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens,
+                                      page_table=page_table, causal=True)
+    plan = attnkit.plan_attention(q, k_cache, v_cache, page_table=page_table, seqused_k=lens,
+                                  max_seqlen_k=4096, causal=True)
+    out2 = attnkit.attention(q, k_cache, v_cache, page_table=page_table, seqused_k=lens,
+                             max_seqlen_k=4096, causal=True, plan=plan)
+    assert out.shape == (4, 1, 32, 128)
+    assert torch.equal(out, out2)
+    kv = k_cache.view(4, 256 * 16, 8, 128)
+    vv = v_cache.view(4, 256 * 16, 8, 128)
+    for i in range(4):
+        n = int(lens[i])
+        ref, _ = attention_seq(np64(q[i]), np64(kv[i, :n]), np64(vv[i, :n]), 128 ** -0.5, causal=True)
+        assert rel_l2(np64(out[i]), ref) < 1e-2
