@@ -6,6 +6,11 @@
 #   info    nvidia-smi -L and `attnkit info`
 #   test    ctest, GPU tests included
 #   edge    attnkit check --edge-shapes (GPU backends against the CPU reference)
+#   python  the Python package built in build-gpu (the extension from the same objects, no second
+#           kernel build): its tests (python/tests: torch, CUDA graphs, torch.compile, transformers
+#           models) and bench/python_overhead.py (host time per decode call)
+#   peer    scripts/peer_tests.sh: FlashAttention-3's and flash-linear-attention's own tests against
+#           attnkit's drop-in modules (needs the fetched tests in .peer/, and einops / fla-core)
 #   sanitize  scripts/sanitize.sh: compute-sanitizer memcheck / racecheck / synccheck on small
 #           cases of every kernel family
 #   bench   bench/compare.py: attnkit bench and the anchors (cuDNN, FA2, fla) in the same run
@@ -32,7 +37,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
 
-PHASES=${GPU_ROUND_PHASES:-"wheels build info test edge sanitize bench stages accuracy"}
+PHASES=${GPU_ROUND_PHASES:-"wheels build info test edge python peer sanitize bench stages accuracy"}
 SHAPES=${GPU_ROUND_SHAPES:-default}
 BUILD_DIR=build-gpu
 LOGS=$ROOT/out/gpu_round
@@ -80,6 +85,8 @@ phase_note() {
     info) grep -m1 -E '^GPU 0|^device:' "$log" | cut -c1-100 ;;
     test) grep -m1 -E 'tests passed|tests failed' "$log" ;;
     edge) grep -m1 -E '^edge shapes: [0-9]+ passed' "$log" ;;
+    python) grep -E '^=* ?[0-9]+ (passed|failed)' "$log" | tail -n1 ;;
+    peer) grep -E '(passed|failed)' "$log" | tail -n1 ;;
     sanitize) grep -m1 -E '^sanitize:' "$log" ;;
     bench) grep -m1 -E '^failed steps:' "$log" || echo "tables: compare.md" ;;
     stages) grep -m1 -E '^copy' "$log" | tr -s ' ' ;;
@@ -100,9 +107,17 @@ fi
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 
 if want build; then
+  # The Python extension too, from the same objects, where nanobind is installed.
+  py_args=""
+  if python3 -c 'import nanobind' 2>/dev/null; then
+    py_args="-DATTNKIT_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(command -v python3)"
+  fi
   phase build "${GPU_ROUND_BUILD_TIMEOUT:-1200}" env ATTNKIT_CUDA=ON ATTNKIT_CUDA_ARCHS="${GPU_ROUND_ARCHS:-90a}" \
-    JOBS="${GPU_ROUND_JOBS:-16}" BUILD_DIR=$BUILD_DIR scripts/build.sh
+    JOBS="${GPU_ROUND_JOBS:-16}" BUILD_DIR=$BUILD_DIR CMAKE_EXTRA_ARGS="$py_args" scripts/build.sh
 fi
+# The Python package as the build made it: the sources beside the extension (python_tests.sh
+# stages them in $BUILD_DIR/python-pkg; the peer phase imports that).
+PYPKG=$ROOT/$BUILD_DIR/python-pkg
 
 if want info; then
   phase info 60 bash -c "nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; \
@@ -125,6 +140,24 @@ if want edge; then
     phase edge "${GPU_ROUND_EDGE_TIMEOUT:-300}" "$BIN" check --edge-shapes
   else
     skip edge "attnkit not built"
+  fi
+fi
+
+if want python; then
+  if compgen -G "$BUILD_DIR/python/_C*.so" >/dev/null; then
+    phase python "${GPU_ROUND_PYTHON_TIMEOUT:-900}" bash -c "BUILD_DIR=$BUILD_DIR scripts/python_tests.sh &&
+      PYTHONPATH='$PYPKG':\${PYTHONPATH:-} python3 bench/python_overhead.py --json '$LOGS/python_overhead.json'"
+  else
+    skip python "no extension in $BUILD_DIR/python (nanobind missing at build time?)"
+  fi
+fi
+
+if want peer; then
+  if [ -d "$PYPKG" ] && [ -d .peer ]; then
+    phase peer "${GPU_ROUND_PEER_TIMEOUT:-900}" env LOGS="$LOGS/peer" PYTHONPATH="$PYPKG${PYTHONPATH:+:$PYTHONPATH}" \
+      scripts/peer_tests.sh
+  else
+    skip peer "needs the Python package and the fetched suites in .peer/ (tests/peer/README.md)"
   fi
 fi
 
@@ -178,7 +211,8 @@ ROUND_DT=$(($(date +%s) - ROUND_T0))
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   cp "$LOGS/summary.txt" "$OUT/" 2>/dev/null
-  cp "$LOGS/compare/compare.md" "$LOGS/compare/compare.json" "$LOGS/compare/gdn_accuracy.json" "$OUT/" 2>/dev/null
+  cp "$LOGS/compare/compare.md" "$LOGS/compare/compare.json" "$LOGS/compare/gdn_accuracy.json" \
+    "$LOGS/python_overhead.json" "$OUT/" 2>/dev/null
   tar -C "$ROOT/out" -czf "$OUT/gpu_round_logs.tar.gz" gpu_round 2>/dev/null
   echo "gpu_round: results in \$OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
 fi
