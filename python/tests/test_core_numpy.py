@@ -227,6 +227,10 @@ def test_errors_name_the_argument():
                                 np.array([1, 1], np.int32))
     with pytest.raises(ValueError, match="expected an array"):
         attnkit.attention([[1.0]], k, v)
+    raw = np.zeros(q.nbytes + 4, np.uint8)
+    misaligned = np.frombuffer(raw.data, np.float32, q.size, offset=2).reshape(q.shape)
+    with pytest.raises(ValueError, match="q is not aligned"):
+        attnkit.attention(misaligned, k, v)
 
 
 def test_read_only_inputs_are_accepted():

@@ -369,7 +369,7 @@ def test_cuda_work_goes_on_the_current_stream():
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and a CUDA build of attnkit")
 def test_cuda_errors_are_exceptions():
     q = torch.randn(1, 4, 2, 128, device="cuda", dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="device"):
+    with pytest.raises(ValueError, match="other tensors are on cuda"):
         attnkit.attention(q, q.cpu(), q)
     with pytest.raises(ValueError, match="dtype"):
         attnkit.attention(q, q.half(), q)

@@ -95,6 +95,11 @@ Status require_vector_aligned(const TensorView& t, const char* name) {
 Status require_data(const TensorView& t, const char* name) {
   if (t.numel() > 0 && t.data == nullptr)
     return Status::Invalid(std::string(name) + " has elements but a null data pointer");
+  // Element loads from a pointer that is not a multiple of the element size are undefined
+  // behaviour on the host and fault on the GPU.
+  if (reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) != 0)
+    return Status::Invalid(std::string(name) + " is not aligned to its element size (" +
+                           std::to_string(dtype_size(t.dtype)) + " bytes)");
   return Status::Ok();
 }
 

@@ -24,7 +24,7 @@ Status require_non_negative_strides(const TensorView& t, const char* name);
 Status require_same_device(const TensorView& t, const char* name, const Device& dev);
 // 16-byte aligned base pointer and outer strides, as vectorised GPU loads need.
 Status require_vector_aligned(const TensorView& t, const char* name);
-// Tensor must have a non-null pointer when it has elements.
+// Tensor must have a non-null pointer when it has elements, aligned to its element size.
 Status require_data(const TensorView& t, const char* name);
 
 // Reads an int32 tensor (any strides, any device) into a host vector, row-major. For CUDA tensors

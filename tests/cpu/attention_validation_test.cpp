@@ -96,6 +96,13 @@ TEST(AttentionValidation, PlanForAnotherBackendIsRefused) {
   EXPECT_TRUE(attention_forward(d.args(), cpu_opts(), &plan).ok());
 }
 
+TEST(AttentionValidation, MisalignedPointer) {
+  AttnData d = make_attn_data(base_case());
+  AttentionArgs a = d.args();
+  a.q.data = static_cast<char*>(a.q.data) + 1;
+  expect_rejected(d, a, kInvalid, "q is not aligned to its element size");
+}
+
 TEST(AttentionValidation, MissingOutput) {
   AttnData d = make_attn_data(base_case());
   AttentionArgs a = d.args();
