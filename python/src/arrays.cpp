@@ -54,9 +54,9 @@ std::string why_not_array(nb::handle obj) {
   return std::string("got ") + nb::type_name(obj.type()).c_str();
 }
 
-// torch tensors export through torch._C._to_dlpack, about ten times cheaper than the
-// Tensor.__dlpack__ method nanobind would call (measured: 0.25 against 2.3 us per tensor), which
-// matters for per-call overhead. Looked up once torch has been imported.
+// torch tensors export through torch._C._to_dlpack: the Tensor.__dlpack__ method nanobind would
+// call is Python code about ten times as costly per tensor, and engines count the host cost of
+// every call. Looked up once torch has been imported.
 class TorchExport {
  public:
   // A DLPack capsule of `obj` if it is a torch tensor, else an invalid object.
