@@ -117,10 +117,6 @@ TensorView ArrayScope::view(const Array& a, const char* name) {
     t.stride[i] = a.stride(i);
   }
   t.data = const_cast<void*>(static_cast<const void*>(a.data()));
-  if (t.device.type == DeviceType::kCUDA && !any_cuda_) {
-    any_cuda_ = true;
-    device_ = t.device;
-  }
   return t;
 }
 

@@ -25,16 +25,12 @@ class ArrayScope {
   }
   TensorView in(nb::handle obj, const char* name);   // read by the op
   TensorView out(nb::handle obj, const char* name);  // written by the op: must be writable
-  // The device of the first array imported on a CUDA device, else the CPU.
-  Device device() const { return device_; }
 
  private:
   template <class Array>
   TensorView view(const Array& a, const char* name);
   std::vector<nb::ndarray<nb::ro>> inputs_;
   std::vector<nb::ndarray<>> outputs_;
-  Device device_{};
-  bool any_cuda_ = false;
 };
 
 // Raises the Python exception of a failed Status: ValueError for bad arguments,
@@ -62,6 +58,18 @@ class MaybeReleaseGil {
  private:
   PyThreadState* state_ = nullptr;
 };
+
+// Runs `op()` (returning a Status) with the GIL released when `dev` is the host, and raises its
+// error.
+template <class Op>
+void call(const Device& dev, Op op) {
+  Status st;
+  {
+    MaybeReleaseGil gil(dev);
+    st = op();
+  }
+  throw_if_error(st);
+}
 
 void bind_attention(nb::module_& m);
 void bind_gdn(nb::module_& m);

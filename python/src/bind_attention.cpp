@@ -7,45 +7,31 @@
 namespace attnkit::py {
 namespace {
 
-// Arrays and scalars of one attention call, in the order the Python layer passes them.
-struct AttentionCall {
-  nb::handle q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes, sinks;
-  int max_seqlen_q = 0, max_seqlen_k = 0;
-  float scale = 0.f;
-  int window_left = -1, window_right = -1, chunk_size = 0;
-  float softcap = 0.f;
-  int num_splits = 0;
-
-  AttentionArgs args(ArrayScope& s) const {
-    AttentionArgs a;
-    a.q = s.in(q, "q");
-    a.k = s.in(k, "k");
-    a.v = s.in(v, "v");
-    a.o = s.out(o, "out");
-    a.lse = s.out(lse, "lse");
-    a.cu_seqlens_q = s.in(cu_seqlens_q, "cu_seqlens_q");
-    a.cu_seqlens_k = s.in(cu_seqlens_k, "cu_seqlens_k");
-    a.page_table = s.in(page_table, "page_table");
-    a.seqused_k = s.in(seqused_k, "seqused_k");
-    a.alibi_slopes = s.in(alibi_slopes, "alibi_slopes");
-    a.sinks = s.in(sinks, "sinks");
-    a.max_seqlen_q = max_seqlen_q;
-    a.max_seqlen_k = max_seqlen_k;
-    a.scale = scale;
-    a.mask = Mask{window_left, window_right, chunk_size};
-    a.softcap = softcap;
-    a.num_splits = num_splits;
-    return a;
-  }
-};
-
-AttentionCall make_call(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse,
-                        nb::handle cu_q, nb::handle cu_k, nb::handle page_table,
-                        nb::handle seqused_k, nb::handle alibi, nb::handle sinks, int max_q,
-                        int max_k, float scale, int wl, int wr, int chunk, float softcap,
-                        int splits) {
-  return AttentionCall{q,     k,      v,  o,  lse,   cu_q,    cu_k,  page_table, seqused_k, alibi,
-                       sinks, max_q, max_k, scale, wl, wr, chunk, softcap, splits};
+// The AttentionArgs of one call, its arrays imported into `s`.
+AttentionArgs attention_args(ArrayScope& s, nb::handle q, nb::handle k, nb::handle v, nb::handle o,
+                             nb::handle lse, nb::handle cu_q, nb::handle cu_k,
+                             nb::handle page_table, nb::handle seqused_k, nb::handle alibi,
+                             nb::handle sinks, int max_q, int max_k, float scale, int wl, int wr,
+                             int chunk, float softcap, int splits) {
+  AttentionArgs a;
+  a.q = s.in(q, "q");
+  a.k = s.in(k, "k");
+  a.v = s.in(v, "v");
+  a.o = s.out(o, "out");
+  a.lse = s.out(lse, "lse");
+  a.cu_seqlens_q = s.in(cu_q, "cu_seqlens_q");
+  a.cu_seqlens_k = s.in(cu_k, "cu_seqlens_k");
+  a.page_table = s.in(page_table, "page_table");
+  a.seqused_k = s.in(seqused_k, "seqused_k");
+  a.alibi_slopes = s.in(alibi, "alibi_slopes");
+  a.sinks = s.in(sinks, "sinks");
+  a.max_seqlen_q = max_q;
+  a.max_seqlen_k = max_k;
+  a.scale = scale;
+  a.mask = Mask{wl, wr, chunk};
+  a.softcap = softcap;
+  a.num_splits = splits;
+  return a;
 }
 
 AttentionPlan plan(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse,
@@ -54,9 +40,9 @@ AttentionPlan plan(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::h
                    int wr, int chunk, float softcap, int splits, const std::string& backend,
                    uintptr_t stream, bool validate_indices, int cpu_threads) {
   ArrayScope s;
-  const AttentionArgs a = make_call(q, k, v, o, lse, cu_q, cu_k, page_table, seqused_k, alibi,
-                                    sinks, max_q, max_k, scale, wl, wr, chunk, softcap, splits)
-                              .args(s);
+  const AttentionArgs a = attention_args(s, q, k, v, o, lse, cu_q, cu_k, page_table, seqused_k,
+                                         alibi, sinks, max_q, max_k, scale, wl, wr, chunk, softcap,
+                                         splits);
   const ExecOptions opts = exec_options(backend, stream, validate_indices, cpu_threads);
   AttentionPlan p;
   throw_if_error(plan_attention(a, opts, &p));
@@ -69,16 +55,11 @@ void forward(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle 
              int chunk, float softcap, int splits, const std::string& backend, uintptr_t stream,
              bool validate_indices, int cpu_threads, const AttentionPlan* plan) {
   ArrayScope s;
-  const AttentionArgs a = make_call(q, k, v, o, lse, cu_q, cu_k, page_table, seqused_k, alibi,
-                                    sinks, max_q, max_k, scale, wl, wr, chunk, softcap, splits)
-                              .args(s);
+  const AttentionArgs a = attention_args(s, q, k, v, o, lse, cu_q, cu_k, page_table, seqused_k,
+                                         alibi, sinks, max_q, max_k, scale, wl, wr, chunk, softcap,
+                                         splits);
   const ExecOptions opts = exec_options(backend, stream, validate_indices, cpu_threads);
-  Status st;
-  {
-    MaybeReleaseGil gil(a.q.device);
-    st = attention_forward(a, opts, plan);
-  }
-  throw_if_error(st);
+  call(a.q.device, [&] { return attention_forward(a, opts, plan); });
 }
 
 void merge(nb::handle o_parts, nb::handle lse_parts, nb::handle o, nb::handle lse,
@@ -90,12 +71,7 @@ void merge(nb::handle o_parts, nb::handle lse_parts, nb::handle o, nb::handle ls
   a.o = s.out(o, "out");
   a.lse = s.out(lse, "lse");
   const ExecOptions opts = exec_options(backend, stream, false, cpu_threads);
-  Status st;
-  {
-    MaybeReleaseGil gil(a.o_parts.device);
-    st = merge_states(a, opts);
-  }
-  throw_if_error(st);
+  call(a.o_parts.device, [&] { return merge_states(a, opts); });
 }
 
 std::string plan_repr(const AttentionPlan& p) {

@@ -7,17 +7,6 @@
 namespace attnkit::py {
 namespace {
 
-// Runs `op(args, opts)` with the GIL released for host arrays, raising its Status.
-template <class Args, class Op>
-void run(const Args& a, const Device& dev, const ExecOptions& opts, Op op) {
-  Status st;
-  {
-    MaybeReleaseGil gil(dev);
-    st = op(a, opts);
-  }
-  throw_if_error(st);
-}
-
 GdnChunkArgs chunk_args(ArrayScope& s, nb::handle q, nb::handle k, nb::handle v, nb::handle g,
                         nb::handle beta, nb::handle cu, nb::handle h0, nb::handle ht, nb::handle o,
                         float scale, bool l2norm) {
@@ -42,8 +31,8 @@ void chunk_forward(nb::handle q, nb::handle k, nb::handle v, nb::handle g, nb::h
                    int threads) {
   ArrayScope s;
   const GdnChunkArgs a = chunk_args(s, q, k, v, g, beta, cu, h0, ht, o, scale, l2norm);
-  run(a, a.q.device, exec_options(backend, stream, validate, threads),
-      [](const GdnChunkArgs& x, const ExecOptions& e) { return gdn_chunk_forward(x, e); });
+  const ExecOptions opts = exec_options(backend, stream, validate, threads);
+  call(a.q.device, [&] { return gdn_chunk_forward(a, opts); });
 }
 
 void recurrent_forward(nb::handle q, nb::handle k, nb::handle v, nb::handle g, nb::handle beta,
@@ -51,8 +40,8 @@ void recurrent_forward(nb::handle q, nb::handle k, nb::handle v, nb::handle g, n
                        bool l2norm, int threads) {
   ArrayScope s;
   const GdnChunkArgs a = chunk_args(s, q, k, v, g, beta, cu, h0, ht, o, scale, l2norm);
-  run(a, a.q.device, exec_options("auto", 0, false, threads),
-      [](const GdnChunkArgs& x, const ExecOptions& e) { return gdn_recurrent_forward(x, e); });
+  const ExecOptions opts = exec_options("auto", 0, false, threads);
+  call(a.q.device, [&] { return gdn_recurrent_forward(a, opts); });
 }
 
 void cumsum(nb::handle g, nb::handle cu, nb::handle g_cum, const std::string& backend,
@@ -62,8 +51,8 @@ void cumsum(nb::handle g, nb::handle cu, nb::handle g_cum, const std::string& ba
   a.g = s.in(g, "g");
   a.cu_seqlens = s.in(cu, "cu_seqlens");
   a.g_cum = s.out(g_cum, "g_cum");
-  run(a, a.g.device, exec_options(backend, stream, validate, threads),
-      [](const GdnCumsumArgs& x, const ExecOptions& e) { return gdn_chunk_cumsum(x, e); });
+  const ExecOptions opts = exec_options(backend, stream, validate, threads);
+  call(a.g.device, [&] { return gdn_chunk_cumsum(a, opts); });
 }
 
 void kkt_inverse(nb::handle k, nb::handle beta, nb::handle g_cum, nb::handle cu, nb::handle a_inv,
@@ -75,8 +64,8 @@ void kkt_inverse(nb::handle k, nb::handle beta, nb::handle g_cum, nb::handle cu,
   a.g_cum = s.in(g_cum, "g_cum");
   a.cu_seqlens = s.in(cu, "cu_seqlens");
   a.a_inv = s.out(a_inv, "a_inv");
-  run(a, a.k.device, exec_options(backend, stream, validate, threads),
-      [](const GdnKktInverseArgs& x, const ExecOptions& e) { return gdn_kkt_inverse(x, e); });
+  const ExecOptions opts = exec_options(backend, stream, validate, threads);
+  call(a.k.device, [&] { return gdn_kkt_inverse(a, opts); });
 }
 
 void wu(nb::handle k, nb::handle v, nb::handle beta, nb::handle g_cum, nb::handle a_inv,
@@ -92,8 +81,8 @@ void wu(nb::handle k, nb::handle v, nb::handle beta, nb::handle g_cum, nb::handl
   a.cu_seqlens = s.in(cu, "cu_seqlens");
   a.w = s.out(w, "w");
   a.u = s.out(u, "u");
-  run(a, a.k.device, exec_options(backend, stream, validate, threads),
-      [](const GdnWuArgs& x, const ExecOptions& e) { return gdn_wu(x, e); });
+  const ExecOptions opts = exec_options(backend, stream, validate, threads);
+  call(a.k.device, [&] { return gdn_wu(a, opts); });
 }
 
 void state_pass(nb::handle k, nb::handle w, nb::handle u, nb::handle g_cum, nb::handle cu,
@@ -110,8 +99,8 @@ void state_pass(nb::handle k, nb::handle w, nb::handle u, nb::handle g_cum, nb::
   a.h = s.out(h, "h");
   a.v_new = s.out(v_new, "v_new");
   a.final_state = s.out(ht, "final_state");
-  run(a, a.k.device, exec_options(backend, stream, validate, threads),
-      [](const GdnStateArgs& x, const ExecOptions& e) { return gdn_state_pass(x, e); });
+  const ExecOptions opts = exec_options(backend, stream, validate, threads);
+  call(a.k.device, [&] { return gdn_state_pass(a, opts); });
 }
 
 void chunk_output(nb::handle q, nb::handle k, nb::handle v_new, nb::handle h, nb::handle g_cum,
@@ -127,8 +116,8 @@ void chunk_output(nb::handle q, nb::handle k, nb::handle v_new, nb::handle h, nb
   a.cu_seqlens = s.in(cu, "cu_seqlens");
   a.o = s.out(o, "out");
   a.scale = scale;
-  run(a, a.q.device, exec_options(backend, stream, validate, threads),
-      [](const GdnOutputArgs& x, const ExecOptions& e) { return gdn_chunk_output(x, e); });
+  const ExecOptions opts = exec_options(backend, stream, validate, threads);
+  call(a.q.device, [&] { return gdn_chunk_output(a, opts); });
 }
 
 int64_t num_chunks(nb::handle q, nb::handle cu) {
@@ -154,8 +143,8 @@ void decode_step(nb::handle q, nb::handle k, nb::handle v, nb::handle g, nb::han
   a.o = s.out(o, "out");
   a.scale = scale;
   a.use_qk_l2norm = l2norm;
-  run(a, a.q.device, exec_options(backend, stream, validate, threads),
-      [](const GdnDecodeArgs& x, const ExecOptions& e) { return gdn_decode_step(x, e); });
+  const ExecOptions opts = exec_options(backend, stream, validate, threads);
+  call(a.q.device, [&] { return gdn_decode_step(a, opts); });
 }
 
 }  // namespace
