@@ -31,9 +31,17 @@ def _mask(causal, window):
     return left, right
 
 
-def _attention_call(q, k, v, out, lse, causal, window, chunk_size, scale, softcap, alibi_slopes,
-                    sinks, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, max_seqlen_q,
-                    max_seqlen_k, num_splits, backend, stream, validate_indices, cpu_threads):
+def _attention_call(q, k, v, out, lse, return_lse, causal, window, chunk_size, scale, softcap,
+                    alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k,
+                    max_seqlen_q, max_seqlen_k, num_splits, backend, stream, validate_indices,
+                    cpu_threads):
+    """The extension's positional arguments for one attention call, outputs allocated where not
+    given (lse only with return_lse)."""
+    _arrays(q=q, k=k, v=v)
+    if out is None:
+        out = empty(q, tuple(q.shape[:-1]) + (v.shape[-1],))
+    if return_lse and lse is None:
+        lse = empty(q, tuple(q.shape[:-1]), "float32")
     left, right = _mask(causal, window)
     return (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes,
             sinks, int(max_seqlen_q), int(max_seqlen_k), float(scale or 0.0), left, right,
@@ -60,16 +68,12 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), chunk_size=0, scale=Non
     Returns out ([..., Dv], q's dtype), or (out, lse) with return_lse (fp32 [B, Sq, Hq] or
     [total_q, Hq], natural log; -inf for a row that sees no key).
     """
-    _arrays(q=q, k=k, v=v)
-    if out is None:
-        out = empty(q, tuple(q.shape[:-1]) + (v.shape[-1],))
-    if return_lse and lse is None:
-        lse = empty(q, tuple(q.shape[:-1]), "float32")
-    _C.attention_forward(*_attention_call(
-        q, k, v, out, lse if return_lse or lse is not None else None, causal, window, chunk_size,
-        scale, softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k,
-        max_seqlen_q, max_seqlen_k, num_splits, backend, stream, validate_indices, cpu_threads),
-        plan)
+    args = _attention_call(q, k, v, out, lse, return_lse, causal, window, chunk_size, scale,
+                           softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, page_table,
+                           seqused_k, max_seqlen_q, max_seqlen_k, num_splits, backend, stream,
+                           validate_indices, cpu_threads)
+    _C.attention_forward(*args, plan)
+    out, lse = args[3], args[4]
     return (out, lse) if return_lse else out
 
 
@@ -81,15 +85,10 @@ def plan_attention(q, k, v, *, causal=False, window=(-1, -1), chunk_size=0, scal
     """The Plan attention() would make for these arguments (the kernel chosen, split count and
     workspace), computed once on the host. Pass it as attention(..., plan=) for calls with the same
     shapes and options, across layers and steps, also under CUDA graph capture."""
-    _arrays(q=q, k=k, v=v)
-    if out is None:
-        out = empty(q, tuple(q.shape[:-1]) + (v.shape[-1],))
-    if return_lse and lse is None:
-        lse = empty(q, tuple(q.shape[:-1]), "float32")
     return _C.plan_attention(*_attention_call(
-        q, k, v, out, lse if return_lse or lse is not None else None, causal, window, chunk_size,
-        scale, softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k,
-        max_seqlen_q, max_seqlen_k, num_splits, backend, stream, validate_indices, cpu_threads))
+        q, k, v, out, lse, return_lse, causal, window, chunk_size, scale, softcap, alibi_slopes,
+        sinks, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, max_seqlen_q, max_seqlen_k,
+        num_splits, backend, stream, validate_indices, cpu_threads))
 
 
 def merge_states(o_parts, lse_parts, *, out=None, lse=None, out_dtype=None, backend="auto",
@@ -116,6 +115,16 @@ def _state_shape(q, v, cu_seqlens):
     return (n, v.shape[2], q.shape[3], v.shape[3])
 
 
+def _gdn_outputs(q, k, v, cu_seqlens, out, output_final_state, final_state):
+    """(out, final_state), allocated where not given (final_state only if asked for)."""
+    _arrays(q=q, k=k, v=v)
+    if out is None:
+        out = empty(q, tuple(v.shape))
+    if output_final_state and final_state is None:
+        final_state = empty(q, _state_shape(q, v, cu_seqlens), "float32")
+    return out, final_state
+
+
 def gdn_chunk_forward(q, k, v, g, beta, *, scale=None, initial_state=None,
                       output_final_state=False, use_qk_l2norm=False, cu_seqlens=None, out=None,
                       final_state=None, backend="auto", stream=None, validate_indices=False,
@@ -127,11 +136,7 @@ def gdn_chunk_forward(q, k, v, g, beta, *, scale=None, initial_state=None,
     cu_seqlens int32 [N+1] (then B = 1); initial_state fp32 [N, HV, K, V] (or the key-last layout
     [N, HV, V, K] passed transposed: any strides with K or V contiguous). Returns (o [B, T, HV, V] in
     q's dtype, final_state fp32 [N, HV, K, V] or None)."""
-    _arrays(q=q, k=k, v=v)
-    if out is None:
-        out = empty(q, tuple(v.shape))
-    if output_final_state and final_state is None:
-        final_state = empty(q, _state_shape(q, v, cu_seqlens), "float32")
+    out, final_state = _gdn_outputs(q, k, v, cu_seqlens, out, output_final_state, final_state)
     _C.gdn_chunk_forward(q, k, v, g, beta, cu_seqlens, initial_state, final_state, out,
                          float(scale or 0.0), bool(use_qk_l2norm), backend, stream_of(q, stream),
                          bool(validate_indices), int(cpu_threads))
@@ -142,11 +147,7 @@ def gdn_recurrent_forward(q, k, v, g, beta, *, scale=None, initial_state=None,
                           output_final_state=False, use_qk_l2norm=False, cu_seqlens=None,
                           out=None, final_state=None, cpu_threads=0):
     """The token-by-token recurrence of gdn_chunk_forward on host arrays (the CPU reference)."""
-    _arrays(q=q, k=k, v=v)
-    if out is None:
-        out = empty(q, tuple(v.shape))
-    if output_final_state and final_state is None:
-        final_state = empty(q, _state_shape(q, v, cu_seqlens), "float32")
+    out, final_state = _gdn_outputs(q, k, v, cu_seqlens, out, output_final_state, final_state)
     _C.gdn_recurrent_forward(q, k, v, g, beta, cu_seqlens, initial_state, final_state, out,
                              float(scale or 0.0), bool(use_qk_l2norm), int(cpu_threads))
     return out, final_state

@@ -42,12 +42,6 @@ def _reject_extra(kwargs, fn):
         raise NotImplementedError(f"attnkit.fla.{fn}: {', '.join(sorted(kwargs))} not supported")
 
 
-def _check_grad(*tensors):
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
-        raise NotImplementedError("attnkit has no backward pass: call it under torch.no_grad() "
-                                  "or torch.inference_mode(), or detach the inputs")
-
-
 def _check_shapes(q, k, v, cu_seqlens, initial_state):
     if q.shape != k.shape:
         raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} must have the same shape")
@@ -96,20 +90,13 @@ def _initial(initial_state, state_v_first):
     """fp32 initial state as the [N, HV, K, V] view attnkit reads (transposed when key-last)."""
     if initial_state is None:
         return None
-    h0 = initial_state.to(torch.float32)
-    if h0.stride(-1) != 1:
-        h0 = h0.contiguous()
+    h0 = _ops.last_contiguous(initial_state.to(torch.float32))
     return h0.transpose(-1, -2) if state_v_first else h0
 
 
-def _chunk(*args):
-    if torch.compiler.is_compiling():
-        return _ops.gdn_chunk_forward(*args)
-    return _ops.gdn_chunk_forward_impl(*args)
-
-
-def _last_contiguous(x):
-    return x if x.stride(-1) == 1 else x.contiguous()
+# The custom ops while torch.compile traces, their implementations otherwise.
+_chunk = _ops.eager_or_op(_ops.gdn_chunk_forward, _ops.gdn_chunk_forward_impl)
+_decode = _ops.eager_or_op(_ops.gdn_decode_step, _ops.gdn_decode_step_impl)
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
@@ -131,8 +118,8 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
         raise NotImplementedError("attnkit.fla: cp_context (context parallelism) is not supported")
     if g is None:
         raise ValueError("chunk_gated_delta_rule needs g")
-    _check_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)
-    q, k, v = (_last_contiguous(x) for x in (q, k, v))
+    _ops.require_no_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)
+    q, k, v = (_ops.last_contiguous(x) for x in (q, k, v))
     _check_shapes(q, k, v, cu_seqlens, initial_state)
     g, beta = _gates(g, beta, q, v, use_gate, A_log, dt_bias, use_beta_sigmoid_in_kernel,
                      allow_neg_eigval)
@@ -141,12 +128,6 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                     bool(output_final_state), float(scale or 0.0), bool(use_qk_l2norm_in_kernel),
                     bool(state_v_first))
     return o, (fin if output_final_state else None)
-
-
-def _decode(*args):
-    if torch.compiler.is_compiling():
-        return _ops.gdn_decode_step(*args)
-    return _ops.gdn_decode_step_impl(*args)
 
 
 def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=None, scale=None,
@@ -162,8 +143,8 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
     _reject_extra(kwargs, "fused_recurrent_gated_delta_rule")
     if gk is not None or gv is not None:
         raise NotImplementedError("attnkit.fla: per-key / per-value decay (gk, gv) is not supported")
-    _check_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)
-    q, k, v = (_last_contiguous(x) for x in (q, k, v))
+    _ops.require_no_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)
+    q, k, v = (_ops.last_contiguous(x) for x in (q, k, v))
     _check_shapes(q, k, v, cu_seqlens, initial_state)
     g, beta = _gates(g, beta, q, v, use_gate_in_kernel, A_log, dt_bias,
                      use_beta_sigmoid_in_kernel, allow_neg_eigval)

@@ -37,13 +37,7 @@ def _check(q, k, v):
             if t.dtype.itemsize == 1:
                 raise NotImplementedError(f"attnkit.flash_attn_interface: {name} is {t.dtype}; "
                                           "FP8 attention is not supported yet")
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        raise NotImplementedError("attnkit has no backward pass: call it under torch.no_grad() "
-                                  "or torch.inference_mode(), or detach the inputs")
-
-
-def _last_contiguous(x):
-    return x if x is None or x.stride(-1) == 1 else x.contiguous()
+    _ops.require_no_grad(q, k, v)
 
 
 def _window(window_size, causal):
@@ -59,12 +53,9 @@ def _sinks(s_aux):
     return None if s_aux is None else s_aux.to(torch.float32).contiguous()
 
 
-def _attention(*args):
-    """torch.ops.attnkit.attention while torch.compile traces; its implementation otherwise (no
-    dispatcher cost per call)."""
-    if torch.compiler.is_compiling():
-        return _ops.attention(*args)
-    return _ops.attention_impl(*args)
+# torch.ops.attnkit.attention while torch.compile traces, its implementation otherwise.
+_attention = _ops.eager_or_op(_ops.attention, _ops.attention_impl)
+_merge_states = _ops.eager_or_op(_ops.merge_states, _ops.merge_states_impl)
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descale=None,
@@ -74,7 +65,7 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
     """Attention over batched q [B, Sq, H, D], k / v [B, Sk, Hk, D]. Returns out [B, Sq, H, Dv],
     or (out, softmax_lse [B, H, Sq]) with return_attn_probs."""
     _raise_unsupported(qv=qv, sm_margin=sm_margin)
-    q, k, v = (_last_contiguous(x) for x in (q, k, v))
+    q, k, v = (_ops.last_contiguous(x) for x in (q, k, v))
     _check(q, k, v)
     left, right = _window(window_size, causal)
     out, lse = _attention(q, k, v, None, None, None, None, None, _sinks(s_aux), 0, 0,
@@ -99,7 +90,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if cu_seqlens_k is not None and seqused_k is not None:
         raise NotImplementedError("attnkit.flash_attn_interface: seqused_k together with "
                                   "cu_seqlens_k is not supported")
-    q, k, v = (_last_contiguous(x) for x in (q, k, v))
+    q, k, v = (_ops.last_contiguous(x) for x in (q, k, v))
     _check(q, k, v)
     left, right = _window(window_size, causal)
     out, lse = _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, None, seqused_k, None,
@@ -155,7 +146,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
     _raise_unsupported(qv=qv, rotary_cos=rotary_cos, rotary_sin=rotary_sin,
                        cache_leftpad=cache_leftpad, rotary_seqlens=rotary_seqlens,
                        sm_margin=sm_margin)
-    q = _last_contiguous(q)
+    q = _ops.last_contiguous(q)
     if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
         raise ValueError("k_cache and v_cache must have a contiguous last dimension")
     _check(q, k_cache, v_cache)
@@ -215,14 +206,9 @@ def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
     default fp32, lse [B, Sq, H] fp32)."""
     splits, lead, d = out_partial.shape[0], out_partial.shape[1:-2], out_partial.shape[-1]
     heads = out_partial.shape[-2]
-    o_parts = out_partial.reshape(splits, -1, heads, d)
-    if o_parts.stride(-1) != 1:
-        o_parts = o_parts.contiguous()
+    o_parts = _ops.last_contiguous(out_partial.reshape(splits, -1, heads, d))
     lse_parts = lse_partial.reshape(splits, -1, heads).to(torch.float32)
-    if torch.compiler.is_compiling():
-        merged, lse = _ops.merge_states(o_parts, lse_parts)
-    else:
-        merged, lse = _ops.merge_states_impl(o_parts, lse_parts)
+    merged, lse = _merge_states(o_parts, lse_parts)
     merged = merged.to(out_dtype or torch.float32).view(*lead, heads, d)
     if out is not None:
         out.copy_(merged)

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from . import _C
+from ._ops import _state_shape
 
 _cur_stream = torch._C._cuda_getCurrentRawStream if torch.cuda.is_available() else None
 
@@ -93,11 +94,6 @@ def merge_states(o_parts: Tensor, lse_parts: Tensor) -> Tuple[Tensor, Tensor]:
 def _(o_parts, lse_parts):
     return (o_parts.new_empty(o_parts.shape[1:]),
             o_parts.new_empty(o_parts.shape[1:-1], dtype=torch.float32))
-
-
-def _state_shape(q: Tensor, v: Tensor, cu_seqlens: Optional[Tensor]):
-    n = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else q.shape[0]
-    return (n, v.shape[2], q.shape[3], v.shape[3])
 
 
 def gdn_chunk_forward_impl(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor,
@@ -250,6 +246,31 @@ def gdn_chunk_output(q: Tensor, k: Tensor, v_new: Tensor, h: Tensor, g_cum: Tens
 @gdn_chunk_output.register_fake
 def _(q, k, v_new, h, g_cum, cu_seqlens, scale):
     return q.new_empty(v_new.shape, dtype=q.dtype)
+
+
+# ---- For the drop-in modules
+
+def eager_or_op(op, impl):
+    """A function that calls the custom op `op` while torch.compile traces and its implementation
+    `impl` otherwise (no dispatcher cost per eager call)."""
+    def call(*args):
+        if torch.compiler.is_compiling():
+            return op(*args)
+        return impl(*args)
+
+    return call
+
+
+def last_contiguous(x: Tensor) -> Tensor:
+    """x, or a copy of it when its last dimension is not contiguous (what the kernels read)."""
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def require_no_grad(*tensors) -> None:
+    """NotImplementedError when autograd would need a backward pass through attnkit."""
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        raise NotImplementedError("attnkit has no backward pass: call it under torch.no_grad() "
+                                  "or torch.inference_mode(), or detach the inputs")
 
 
 def ops() -> List[object]:
