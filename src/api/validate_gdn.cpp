@@ -23,9 +23,27 @@ Status with_hint(Status s, const char* hint) {
   return Status(s.code(), s.message() + " " + hint);
 }
 
-Status check_layout(const TensorView& t, const char* name, const Device& dev) {
+// Which dimension must be contiguous: the last, or either of the last two. The second is for
+// states (initial / final, the decode pool): a key-last [.., V, K] state, the layout vLLM, SGLang
+// and FlashInfer keep, arrives as its transposed [.., K, V] view.
+enum class Inner { kLast, kLastTwo };
+
+Status require_inner(const TensorView& t, const char* name, Inner inner) {
+  if (inner == Inner::kLast) return require_last_dim_contiguous(t, name);
+  const int d = t.ndim - 1;
+  const bool last = t.stride[d] == 1 || t.shape[d] == 1;
+  const bool second = t.stride[d - 1] == 1 || t.shape[d - 1] == 1;
+  if (last || second) return Status::Ok();
+  return Status::Invalid(std::string(name) + " must be contiguous in its V dimension ([.., K, V]) "
+                         "or in its K dimension (a key-last [.., V, K] state passed transposed); "
+                         "its strides are (" + num(t.stride[0]) + ", " + num(t.stride[1]) + ", " +
+                         num(t.stride[2]) + ", " + num(t.stride[3]) + ")");
+}
+
+Status check_layout(const TensorView& t, const char* name, const Device& dev,
+                    Inner inner = Inner::kLast) {
   ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(t, name));
-  ATTNKIT_RETURN_IF_ERROR(require_last_dim_contiguous(t, name));
+  ATTNKIT_RETURN_IF_ERROR(require_inner(t, name, inner));
   ATTNKIT_RETURN_IF_ERROR(require_same_device(t, name, dev));
   return require_data(t, name);
 }
@@ -33,38 +51,18 @@ Status check_layout(const TensorView& t, const char* name, const Device& dev) {
 // A float tensor with a fixed shape (-1 = any) and one of `dtypes`.
 Status check_tensor(const TensorView& t, const char* name, const Device& dev,
                     std::initializer_list<DType> dtypes, std::initializer_list<int64_t> shape,
-                    const char* hint) {
+                    const char* hint, Inner inner = Inner::kLast) {
   ATTNKIT_RETURN_IF_ERROR(require_defined(t, name));
   ATTNKIT_RETURN_IF_ERROR(with_hint(require_shape(t, name, shape), hint));
   ATTNKIT_RETURN_IF_ERROR(require_dtype(t, name, dtypes));
-  return check_layout(t, name, dev);
-}
-
-// An fp32 state tensor [rows, HV, K, V] (initial / final states, the decode pool): V contiguous,
-// or K contiguous, the key-last layout [rows, HV, V, K] that vLLM, SGLang and FlashInfer keep,
-// passed transposed.
-Status check_state_tensor(const TensorView& t, const char* name, const Device& dev,
-                          std::initializer_list<int64_t> shape, const char* hint) {
-  ATTNKIT_RETURN_IF_ERROR(require_defined(t, name));
-  ATTNKIT_RETURN_IF_ERROR(with_hint(require_shape(t, name, shape), hint));
-  ATTNKIT_RETURN_IF_ERROR(require_dtype(t, name, {DType::kFloat32}));
-  ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(t, name));
-  const bool v_contiguous = t.stride[3] == 1 || t.shape[3] == 1;
-  const bool k_contiguous = t.stride[2] == 1 || t.shape[2] == 1;
-  if (!v_contiguous && !k_contiguous)
-    return Status::Invalid(std::string(name) + " must be contiguous in its V dimension ([.., K, V]) "
-                           "or in its K dimension (a key-last [.., V, K] state passed transposed); "
-                           "its strides are (" + num(t.stride[0]) + ", " + num(t.stride[1]) + ", " +
-                           num(t.stride[2]) + ", " + num(t.stride[3]) + ")");
-  ATTNKIT_RETURN_IF_ERROR(require_same_device(t, name, dev));
-  return require_data(t, name);
+  return check_layout(t, name, dev, inner);
 }
 
 // Optional fp32 [N, HV, K, V] state.
 Status check_state(const TensorView& t, const char* name, const GdnProblem& p) {
   if (!t.defined()) return Status::Ok();
-  return check_state_tensor(t, name, p.device, {p.N, p.HV, p.K, p.V},
-                            "([N, HV, K, V], one state per sequence)");
+  return check_tensor(t, name, p.device, {DType::kFloat32}, {p.N, p.HV, p.K, p.V},
+                      "([N, HV, K, V], one state per sequence)", Inner::kLastTwo);
 }
 
 Status check_heads(GdnProblem* p, const char* qk_name, const char* v_name) {
@@ -345,8 +343,8 @@ Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnD
   ATTNKIT_RETURN_IF_ERROR(require_defined(a.state_pool, "state_pool"));
   ATTNKIT_RETURN_IF_ERROR(require_rank(a.state_pool, "state_pool", 4));
   p->P = a.state_pool.shape[0];
-  ATTNKIT_RETURN_IF_ERROR(check_state_tensor(a.state_pool, "state_pool", dev,
-                                             {-1, p->HV, p->K, p->V}, "([P, HV, K, V])"));
+  ATTNKIT_RETURN_IF_ERROR(check_tensor(a.state_pool, "state_pool", dev, {DType::kFloat32},
+                                       {-1, p->HV, p->K, p->V}, "([P, HV, K, V])", Inner::kLastTwo));
   ATTNKIT_RETURN_IF_ERROR(require_defined(a.state_indices, "state_indices"));
   ATTNKIT_RETURN_IF_ERROR(require_dtype(a.state_indices, "state_indices", {DType::kInt32}));
   ATTNKIT_RETURN_IF_ERROR(require_shape(a.state_indices, "state_indices", {p->N}));
