@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attnkit/gdn.h"
+#include "common/gdn_case.h"
 #include "testkit/buffer.h"
 
 namespace attnkit {
@@ -66,35 +67,26 @@ TEST(GdnKeyLast, DecodePoolMatchesValueContiguousPool) {
 }
 
 TEST(GdnKeyLast, ChunkForwardStatesMatchValueContiguousStates) {
-  std::mt19937_64 rng(8);
-  const int64_t T = 150, H = 2, HV = 4, N = 2;
-  Buffer q = random(DType::kFloat32, {1, T, H, kK}, rng, -0.3f, 0.3f);
-  Buffer k = random(DType::kFloat32, {1, T, H, kK}, rng, -0.3f, 0.3f);
-  Buffer v = random(DType::kFloat32, {1, T, HV, kV}, rng, -1.f, 1.f);
-  Buffer g = random(DType::kFloat32, {1, T, HV}, rng, -0.5f, 0.f);
-  Buffer beta = random(DType::kFloat32, {1, T, HV}, rng, 0.1f, 1.f);
-  Buffer cu(DType::kInt32, {N + 1});
-  cu.from_int({0, 70, T});
-  Buffer h0 = random(DType::kFloat32, {N, HV, kK, kV}, rng, -0.5f, 0.5f);
+  test::GdnCase c;
+  c.dtype = DType::kFloat32;
+  c.seqlens = {70, 80};
+  c.H = 2;
+  c.HV = 4;
+  c.K = kK;
+  c.V = kV;
+  c.initial_state = true;
+  c.seed = 8;
+  const test::GdnData d = test::make_gdn_data(c);
+  const int64_t N = c.num_seqs(), HV = c.HV;
   Buffer h0_kl(DType::kFloat32, {N, HV, kV, kK});
-  h0_kl.from_float(transpose_last2(h0.to_float(), N * HV, kK, kV));
-  Buffer o(DType::kFloat32, {1, T, HV, kV}), o_kl(DType::kFloat32, {1, T, HV, kV});
-  Buffer fin(DType::kFloat32, {N, HV, kK, kV}), fin_kl(DType::kFloat32, {N, HV, kV, kK});
+  h0_kl.from_float(transpose_last2(d.h0.to_float(), N * HV, kK, kV));
+  Buffer o = d.make_o(), o_kl = d.make_o(), fin = d.make_state();
+  Buffer fin_kl(DType::kFloat32, {N, HV, kV, kK});
 
-  GdnChunkArgs a;
-  a.q = q.view();
-  a.k = k.view();
-  a.v = v.view();
-  a.g = g.view();
-  a.beta = beta.view();
-  a.cu_seqlens = cu.view();
-  a.initial_state = h0.view();
-  a.final_state = fin.view();
-  a.o = o.view();
-  ASSERT_TRUE(gdn_chunk_forward(a).ok());
+  ASSERT_TRUE(gdn_chunk_forward(d.args(o, &fin)).ok());
+  GdnChunkArgs a = d.args(o_kl);
   a.initial_state = key_last_view(h0_kl, N, HV);
   a.final_state = key_last_view(fin_kl, N, HV);
-  a.o = o_kl.view();
   const Status st = gdn_chunk_forward(a);
   ASSERT_TRUE(st.ok()) << st.message();
 
