@@ -68,6 +68,10 @@ def main():
         _C.attention_forward(q, kc, vc, out, None, None, None, table, seqlens, None, None, 0,
                              a.keys, scale, -1, 0, 0, 0.0, 0, "auto", stream, False, 0, None)
 
+    def core():
+        attnkit.attention(q, kc, vc, page_table=table, seqused_k=seqlens, max_seqlen_k=a.keys,
+                          causal=True, out=out, plan=plan)
+
     def impl():
         torch_ops.attention_impl(q, kc, vc, None, None, table, seqlens, None, None, 0, a.keys,
                                  scale, -1, 0, 0, 0.0, 0, False, True)
@@ -88,6 +92,7 @@ def main():
     rows = [
         ("bare: _C.attention_forward, plan given", bare),
         ("_C.attention_forward, planning each call", bare_unplanned),
+        ("attnkit.attention(out=, plan=): plan/run API", core),
         ("torch_ops.attention_impl (allocates out)", impl),
         ("flash_attn_with_kvcache (drop-in, eager)", drop_in),
         ("torch.ops.attnkit.attention (dispatcher)", dispatcher),

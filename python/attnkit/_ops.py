@@ -37,11 +37,12 @@ def _attention_call(q, k, v, out, lse, return_lse, causal, window, chunk_size, s
                     cpu_threads):
     """The extension's positional arguments for one attention call, outputs allocated where not
     given (lse only with return_lse)."""
-    _arrays(q=q, k=k, v=v)
-    if out is None:
-        out = empty(q, tuple(q.shape[:-1]) + (v.shape[-1],))
-    if return_lse and lse is None:
-        lse = empty(q, tuple(q.shape[:-1]), "float32")
+    if out is None or (return_lse and lse is None):  # shapes are read only to allocate
+        _arrays(q=q, v=v)
+        if out is None:
+            out = empty(q, tuple(q.shape[:-1]) + (v.shape[-1],))
+        if return_lse and lse is None:
+            lse = empty(q, tuple(q.shape[:-1]), "float32")
     left, right = _mask(causal, window)
     return (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes,
             sinks, int(max_seqlen_q), int(max_seqlen_k), float(scale or 0.0), left, right,

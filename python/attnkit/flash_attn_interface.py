@@ -31,18 +31,25 @@ def _raise_unsupported(**given):
             raise NotImplementedError(f"attnkit.flash_attn_interface: {name} is not supported")
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
 def _check(q, k, v):
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dtype not in (torch.float16, torch.bfloat16):
+    if q.dtype not in _HALF or k.dtype not in _HALF or v.dtype not in _HALF:
+        for name, t in (("q", q), ("k", k), ("v", v)):
             if t.dtype.itemsize == 1:
                 raise NotImplementedError(f"attnkit.flash_attn_interface: {name} is {t.dtype}; "
                                           "FP8 attention is not supported yet")
     _ops.require_no_grad(q, k, v)
 
 
+def _int32(t):
+    return t if t.dtype == torch.int32 else t.to(torch.int32)
+
+
 def _window(window_size, causal):
-    left, right = (int(w) for w in window_size)
-    return left, 0 if causal else right
+    left, right = window_size
+    return int(left), 0 if causal else int(right)
 
 
 def _scale(softmax_scale, q):
@@ -143,9 +150,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
     the tokens in each cache before k / v (new tokens, optional) are appended in place.
     Returns out, or (out, softmax_lse, out_accum, softmax_lse_accum) with return_softmax_lse
     (the last two are empty: attnkit merges split-KV partials inside its kernels)."""
-    _raise_unsupported(qv=qv, rotary_cos=rotary_cos, rotary_sin=rotary_sin,
-                       cache_leftpad=cache_leftpad, rotary_seqlens=rotary_seqlens,
-                       sm_margin=sm_margin)
+    if (qv is not None or rotary_cos is not None or rotary_sin is not None
+            or cache_leftpad is not None or rotary_seqlens is not None or sm_margin):
+        _raise_unsupported(qv=qv, rotary_cos=rotary_cos, rotary_sin=rotary_sin,
+                           cache_leftpad=cache_leftpad, rotary_seqlens=rotary_seqlens,
+                           sm_margin=sm_margin)
     q = _ops.last_contiguous(q)
     if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
         raise ValueError("k_cache and v_cache must have a contiguous last dimension")
@@ -156,15 +165,14 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
     if varlen_q and max_seqlen_q is None:
         raise ValueError("max_seqlen_q is required with cu_seqlens_q")
     batch = cu_seqlens_q.shape[0] - 1 if varlen_q else q.shape[0]
-    dev = q.device
 
     paged = page_table is not None
     capacity = page_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[1]
     if cache_seqlens is None:
         cache_seqlens = torch.full((batch,), capacity if k is None else 0, dtype=torch.int32,
-                                   device=dev)
+                                   device=q.device)
     elif isinstance(cache_seqlens, int):
-        cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=dev)
+        cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
     if k is not None:
         _append_kv(k_cache, v_cache, k, v, cache_seqlens, page_table, cache_batch_idx,
                    cu_seqlens_k_new)
@@ -172,9 +180,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
             new = k.shape[1]
         else:
             new = (cu_seqlens_k_new[1:] - cu_seqlens_k_new[:-1])
-        seqused_k = (cache_seqlens + new).to(torch.int32)
+        seqused_k = _int32(cache_seqlens + new)
     else:
-        seqused_k = cache_seqlens.to(torch.int32)
+        seqused_k = _int32(cache_seqlens)
 
     if cache_batch_idx is not None:
         idx = cache_batch_idx.to(torch.int64)
@@ -185,7 +193,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
     elif not paged and k_cache.shape[0] != batch:
         k_cache, v_cache = k_cache[:batch], v_cache[:batch]
     if page_table is not None:
-        page_table = page_table.to(torch.int32)
+        page_table = _int32(page_table)
         if not paged:
             page_table = page_table.contiguous()
 
@@ -196,7 +204,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
                           float(softcap), int(num_splits), bool(return_softmax_lse), True)
     if not return_softmax_lse:
         return out
-    empty = torch.empty(0, dtype=torch.float32, device=dev)
+    empty = torch.empty(0, dtype=torch.float32, device=q.device)
     return out, lse, empty, empty
 
 

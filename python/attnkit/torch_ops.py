@@ -39,15 +39,15 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tenso
                    seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor],
                    sinks: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, scale: float,
                    window_left: int, window_right: int, chunk_size: int, softcap: float,
-                   num_splits: int, return_lse: bool, lse_heads_first: bool) -> Tuple[Tensor, Tensor]:
+                   num_splits: int, return_lse: bool,
+                   lse_heads_first: bool) -> Tuple[Tensor, Optional[Tensor]]:
+    """(out, lse); lse is None unless return_lse (one allocation less per eager decode call)."""
     out = q.new_empty(q.shape[:-1] + (v.shape[-1],))
-    lse_view = None
+    lse = lse_view = None
     if return_lse:
         shape, perm = _lse_shapes(q, lse_heads_first)
         lse = q.new_empty(shape, dtype=torch.float32)
         lse_view = lse.permute(perm) if perm is not None else lse
-    else:
-        lse = q.new_empty((0,), dtype=torch.float32)
     _C.attention_forward(q, k, v, out, lse_view, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k,
                          alibi_slopes, sinks, max_seqlen_q, max_seqlen_k, scale, window_left,
                          window_right, chunk_size, softcap, num_splits, "auto", stream(q), False,
@@ -63,9 +63,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
               window_right: int, chunk_size: int, softcap: float, num_splits: int,
               return_lse: bool, lse_heads_first: bool) -> Tuple[Tensor, Tensor]:
     """attnkit.attention as a torch op: returns (out, lse); lse is empty unless return_lse."""
-    return attention_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes,
-                          sinks, max_seqlen_q, max_seqlen_k, scale, window_left, window_right,
-                          chunk_size, softcap, num_splits, return_lse, lse_heads_first)
+    out, lse = attention_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k,
+                              alibi_slopes, sinks, max_seqlen_q, max_seqlen_k, scale, window_left,
+                              window_right, chunk_size, softcap, num_splits, return_lse,
+                              lse_heads_first)
+    return out, (lse if lse is not None else q.new_empty((0,), dtype=torch.float32))
 
 
 @attention.register_fake
