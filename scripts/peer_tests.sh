@@ -6,6 +6,7 @@
 #   PEER_SUITES          suites to run (default: "fa3 fla fla-baseline"); fla-baseline runs fla's
 #                        tests on fla's own kernels, for comparison
 #   ATTNKIT_PEER_SAMPLE  FlashAttention-3 cases per test function (default 200; 0 = all)
+#   PEER_PYTEST_ARGS     extra pytest arguments for every suite (e.g. "-k fused_recurrent")
 # Exit status: non-zero if a suite could not run (failing tests are reported, not fatal: missing
 # features fail by design).
 set -uo pipefail
@@ -30,13 +31,13 @@ for suite in ${PEER_SUITES:-fa3 fla fla-baseline}; do
       if [ ! -f .peer/fa3/test_flash_attn.py ]; then echo "missing .peer/fa3/test_flash_attn.py"; rc=1; continue; fi
       cp tests/peer/fa3_conftest.py .peer/fa3/conftest.py
       (cd .peer/fa3 && FLASH_ATTENTION_DISABLE_BACKWARD=TRUE ATTNKIT_PEER_SAMPLE=${ATTNKIT_PEER_SAMPLE:-200} \
-        python3 -m pytest -q -rfEs -p no:cacheprovider test_flash_attn.py) > "$LOGS/fa3.log" 2>&1
+        python3 -m pytest -q -rfEs -p no:cacheprovider ${PEER_PYTEST_ARGS:-} test_flash_attn.py) > "$LOGS/fa3.log" 2>&1
       ;;
     fla | fla-baseline)
       if [ ! -f .peer/fla/ops/test_gdn.py ]; then echo "missing .peer/fla/ops/test_gdn.py"; rc=1; continue; fi
       swap=$([ "$suite" = fla ] && echo 1 || echo 0)
       (cd .peer/fla && ATTNKIT_PEER_SWAP=$swap PYTHONPATH="$ROOT/tests/peer${PYTHONPATH:+:$PYTHONPATH}" \
-        python3 -m pytest -q -rfEs -p no:cacheprovider -p fla_swap -o log_cli=false ops/test_gdn.py) \
+        python3 -m pytest -q -rfEs -p no:cacheprovider -p fla_swap -o log_cli=false ${PEER_PYTEST_ARGS:-} ops/test_gdn.py) \
         > "$LOGS/$suite.log" 2>&1
       ;;
     *) echo "unknown suite $suite"; rc=1; continue ;;

@@ -6,18 +6,29 @@ beside the fetched tests as conftest.py.
 ATTNKIT_PEER_SAMPLE=N keeps a deterministic random sample of N cases per test function (the
 suite has about 110k cases). Two tests are not run: test_flash_attn_race_condition (a 70 GiB
 allocation and 1000 forward+backward passes per case) and test_flash3_bw_compatibility (it reads
-the schemas of FlashAttention-3's own torch.ops.flash_attn_3 ops).
+the schemas of FlashAttention-3's own torch.ops.flash_attn_3 ops). attnkit is forward-only, so every
+test runs under torch.no_grad() (with FLASH_ATTENTION_DISABLE_BACKWARD set, the tests make no
+backward calls; their inputs still ask for gradients, which attnkit would refuse).
 """
 
 import os
 import random
 import sys
 
+import pytest
+import torch
+
 import attnkit.flash_attn_interface as _attnkit_fa3
 
 sys.modules["flash_attn_interface"] = _attnkit_fa3
 
 _NOT_RUN = ("test_flash_attn_race_condition", "test_flash3_bw_compatibility")
+
+
+@pytest.fixture(autouse=True)
+def _forward_only():
+    with torch.no_grad():
+        yield
 
 
 def pytest_report_header(config):
