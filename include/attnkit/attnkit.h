@@ -3,6 +3,7 @@
 
 #include "attnkit/attention.h"
 #include "attnkit/gdn.h"
+#include "attnkit/kv_cache.h"
 #include "attnkit/options.h"
 #include "attnkit/status.h"
 #include "attnkit/tensor.h"

@@ -9,7 +9,8 @@
 
 namespace attnkit {
 
-enum class DType : uint8_t { kFloat32, kFloat16, kBFloat16, kInt32 };
+// kFloat8E4M3: OCP e4m3 ("fn": no infinities, max finite 448), for FP8 KV caches.
+enum class DType : uint8_t { kFloat32, kFloat16, kBFloat16, kInt32, kFloat8E4M3 };
 
 size_t dtype_size(DType dt);
 const char* to_string(DType dt);

@@ -4,6 +4,7 @@ Ops on any DLPack array (torch, numpy, CuPy; JAX as inputs): host arrays run on 
 CUDA arrays on the CUDA kernels, on the caller's stream.
 
     attention, plan_attention, Plan, merge_states          softmax attention
+    append_kv_cache                                        new tokens into a paged KV cache
     gdn_chunk_forward, gdn_decode_step, gdn_* stages       Gated DeltaNet
 
 Drop-in modules with the anchors' signatures (torch):
@@ -17,6 +18,7 @@ Drop-in modules with the anchors' signatures (torch):
 from . import _C
 from ._ops import (
     Plan,
+    append_kv_cache,
     attention,
     gdn_chunk_cumsum,
     gdn_chunk_forward,
@@ -40,7 +42,7 @@ def build_info():
 
 
 __all__ = [
-    "Plan", "attention", "build_info", "gdn_chunk_cumsum", "gdn_chunk_forward", "gdn_chunk_output",
+    "Plan", "append_kv_cache", "attention", "build_info", "gdn_chunk_cumsum", "gdn_chunk_forward", "gdn_chunk_output",
     "gdn_decode_step", "gdn_kkt_inverse", "gdn_num_chunks", "gdn_recurrent_forward",
     "gdn_state_pass", "gdn_wu", "merge_states", "plan_attention",
 ]

@@ -109,6 +109,23 @@ def merge_states(o_parts, lse_parts, *, out=None, lse=None, out_dtype=None, back
     return out, lse
 
 
+def append_kv_cache(k, v, k_cache, v_cache, slot_mapping, *, k_scale=None, v_scale=None,
+                    backend="auto", stream=None, validate_indices=False):
+    """Writes new tokens into a paged KV cache in place (attnkit::append_kv_cache, engines'
+    reshape_and_cache): for each token t with slot s = slot_mapping[t] != -1,
+    k_cache[s // page_size, s % page_size] = k[t] (and v likewise).
+
+    k [T, Hkv, Dk], v [T, Hkv, Dv] (fp16 / bf16); slot_mapping int32 [T]; caches
+    [num_pages, page_size, Hkv, D] (any strides, last dimension contiguous: pass vLLM's HND
+    [num_pages, Hkv, page_size, D] as .transpose(1, 2)) of k's dtype, or float8_e4m3fn. An FP8
+    cache stores e4m3(x / scale) with fp32 scales per tensor [1], per KV head [Hkv], or per
+    (token, KV head) [num_pages, page_size, Hkv] (those are written: max |x| / 448 per row).
+    Returns None."""
+    _arrays(k=k, v=v, k_cache=k_cache, v_cache=v_cache, slot_mapping=slot_mapping)
+    _C.append_kv_cache(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, backend,
+                       stream_of(k, stream), bool(validate_indices))
+
+
 # ---- Gated DeltaNet
 
 def _state_shape(q, v, cu_seqlens):

@@ -79,6 +79,27 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes, 
     return out, q.new_empty(shape, dtype=torch.float32)
 
 
+def append_kv_cache_impl(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor,
+                         slot_mapping: Tensor, k_scale: Optional[Tensor],
+                         v_scale: Optional[Tensor]) -> None:
+    _C.append_kv_cache(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, "auto", stream(k),
+                       False)
+
+
+@torch.library.custom_op("attnkit::append_kv_cache",
+                         mutates_args=("k_cache", "v_cache", "k_scale", "v_scale"))
+def append_kv_cache(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: Tensor,
+                    k_scale: Optional[Tensor], v_scale: Optional[Tensor]) -> None:
+    """attnkit.append_kv_cache as a torch op: writes k_cache / v_cache (and per-token scales) in
+    place."""
+    append_kv_cache_impl(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale)
+
+
+@append_kv_cache.register_fake
+def _(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale):
+    return None
+
+
 def merge_states_impl(o_parts: Tensor, lse_parts: Tensor) -> Tuple[Tensor, Tensor]:
     out = o_parts.new_empty(o_parts.shape[1:])
     lse = o_parts.new_empty(o_parts.shape[1:-1], dtype=torch.float32)
@@ -277,5 +298,5 @@ def require_no_grad(*tensors) -> None:
 
 def ops() -> List[object]:
     """The custom ops this module registers (for torch.library.opcheck)."""
-    return [attention, merge_states, gdn_chunk_forward, gdn_decode_step, gdn_chunk_cumsum,
-            gdn_kkt_inverse, gdn_wu, gdn_state_pass, gdn_chunk_output]
+    return [attention, merge_states, append_kv_cache, gdn_chunk_forward, gdn_decode_step,
+            gdn_chunk_cumsum, gdn_kkt_inverse, gdn_wu, gdn_state_pass, gdn_chunk_output]

@@ -9,6 +9,8 @@ namespace dl = nb::dlpack;
 
 // DLPack device types (dlpack.h): the CPU, a CUDA device, and pinned host memory (host-readable).
 constexpr int kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3;
+// DLPack's type code for OCP e4m3 ("fn"), torch.float8_e4m3fn (dlpack.h kDLFloat8_e4m3fn).
+constexpr uint8_t kDLFloat8E4M3Fn = 10;
 
 [[noreturn]] void raise(PyObject* type, const std::string& msg) {
   PyErr_SetString(type, msg.c_str());
@@ -22,6 +24,7 @@ bool to_dtype(dl::dtype t, DType* out) {
   else if (code == dl::dtype_code::Float && t.bits == 16) *out = DType::kFloat16;
   else if (code == dl::dtype_code::Bfloat && t.bits == 16) *out = DType::kBFloat16;
   else if (code == dl::dtype_code::Int && t.bits == 32) *out = DType::kInt32;
+  else if (t.code == kDLFloat8E4M3Fn && t.bits == 8) *out = DType::kFloat8E4M3;
   else return false;
   return true;
 }

@@ -1,4 +1,4 @@
-// attention_forward (with the plan/run split) and merge_states. The Python layer (attnkit/_ops.py)
+// attention_forward (with the plan/run split), merge_states and append_kv_cache. The Python layer (attnkit/_ops.py)
 // allocates outputs and resolves the stream; these functions only translate and call.
 #include <nanobind/stl/string.h>
 
@@ -74,6 +74,22 @@ void merge(nb::handle o_parts, nb::handle lse_parts, nb::handle o, nb::handle ls
   call(a.o_parts.device, [&] { return merge_states(a, opts); });
 }
 
+void append_kv(nb::handle k, nb::handle v, nb::handle k_cache, nb::handle v_cache,
+               nb::handle slot_mapping, nb::handle k_scale, nb::handle v_scale,
+               const std::string& backend, uintptr_t stream, bool validate_indices) {
+  ArrayScope s;
+  AppendKvArgs a;
+  a.k = s.in(k, "k");
+  a.v = s.in(v, "v");
+  a.k_cache = s.out(k_cache, "k_cache");
+  a.v_cache = s.out(v_cache, "v_cache");
+  a.slot_mapping = s.in(slot_mapping, "slot_mapping");
+  a.k_scale = s.out(k_scale, "k_scale");  // written for per-token scales
+  a.v_scale = s.out(v_scale, "v_scale");
+  const ExecOptions opts = exec_options(backend, stream, validate_indices, 0);
+  call(a.k.device, [&] { return append_kv_cache(a, opts); });
+}
+
 std::string plan_repr(const AttentionPlan& p) {
   return "Plan(backend='" + std::string(to_string(p.backend)) + "', kernel='" + p.kernel +
          "', num_splits=" + std::to_string(p.num_splits) +
@@ -107,6 +123,10 @@ void bind_attention(nb::module_& m) {
         nb::arg("chunk_size"), nb::arg("softcap"), nb::arg("num_splits"), nb::arg("backend"),
         nb::arg("stream"), nb::arg("validate_indices"), nb::arg("cpu_threads"),
         nb::arg("plan").none());
+  m.def("append_kv_cache", &append_kv, nb::arg("k"), nb::arg("v"), nb::arg("k_cache"),
+        nb::arg("v_cache"), nb::arg("slot_mapping"), nb::arg("k_scale").none(),
+        nb::arg("v_scale").none(), nb::arg("backend"), nb::arg("stream"),
+        nb::arg("validate_indices"));
   m.def("merge_states", &merge, nb::arg("o_parts"), nb::arg("lse_parts"), nb::arg("out"),
         nb::arg("lse").none(), nb::arg("backend"), nb::arg("stream"), nb::arg("cpu_threads"));
 }

@@ -263,6 +263,70 @@ def test_fla_unsupported_arguments_raise():
         fla.chunk_gated_delta_rule(q.requires_grad_(), k, v, g, beta)
 
 
+# ---------------------------------------------------------------- paged KV cache append
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("hnd", [False, True], ids=["NHD", "HND"])
+@pytest.mark.parametrize("fp8", [None, "tensor", "head", "token"])
+def test_append_kv_cache(device, hnd, fp8):
+    pages, page, hkv, d, t = 6, 16, 2, 64, 9
+    k, v = (torch.randn(t, hkv, d, device=device, dtype=torch.bfloat16) * 3 for _ in range(2))
+    slots = torch.tensor([17, -1, 0, 95, 40, 41, -1, 3, 60], dtype=torch.int32, device=device)
+    cdt = torch.float8_e4m3fn if fp8 else torch.bfloat16
+    shape = (pages, hkv, page, d) if hnd else (pages, page, hkv, d)
+    caches = [torch.randn(shape, device=device).to(cdt) for _ in range(2)]
+    views = [c.transpose(1, 2) if hnd else c for c in caches]
+    before = [c.float().contiguous() for c in views]
+    scales = {None: None, "tensor": lambda: torch.tensor([0.02], device=device),
+              "head": lambda: torch.tensor([0.02, 0.03], device=device),
+              "token": lambda: torch.full((pages, page, hkv), float("nan"), device=device)}[fp8]
+    ks, vs = (scales(), scales()) if fp8 else (None, None)
+    attnkit.append_kv_cache(k, v, views[0], views[1], slots, k_scale=ks, v_scale=vs)
+    filled = slots[slots >= 0].long()
+    for x, view, old, sc in zip((k, v), views, before, (ks, vs)):
+        want = old.clone()
+        rows = x[slots >= 0].float()
+        if fp8 == "token":
+            amax = rows.abs().amax(dim=-1)
+            got_scale = sc.view(-1, hkv)[filled]
+            assert torch.equal(got_scale, amax / 448), "per-token scales are max|x| / 448"
+            rows = (rows / got_scale[..., None]).to(cdt).float()
+        elif fp8:
+            rows = (rows / sc.view(1, -1, 1)).clamp(-448, 448).to(cdt).float()  # saturates
+        want.view(-1, hkv, d)[filled] = rows
+        got = view.float().contiguous()
+        assert torch.equal(torch.nan_to_num(got, 7.0), torch.nan_to_num(want, 7.0))
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and a CUDA build of attnkit")
+def test_append_kv_cache_cuda_matches_cpu_bit_for_bit():
+    k = torch.randn(33, 4, 128, dtype=torch.bfloat16) * 5
+    slots = torch.randperm(8 * 16)[:33].to(torch.int32)
+    slots[::7] = -1
+    out = {}
+    for dev in ("cpu", "cuda"):
+        kc = torch.zeros(8, 16, 4, 128, dtype=torch.float8_e4m3fn, device=dev)
+        vc = kc.clone()
+        ks = torch.zeros(8, 16, 4, device=dev)
+        vs = torch.tensor([0.01, 0.02, 0.03, 0.04], device=dev)
+        attnkit.append_kv_cache(k.to(dev), (k * 0.1).to(dev), kc, vc, slots.to(dev), k_scale=ks,
+                                v_scale=vs)
+        out[dev] = [x.cpu().view(torch.uint8) if x.dtype == torch.float8_e4m3fn else x.cpu()
+                    for x in (kc, vc, ks)]
+    for a, b in zip(out["cpu"], out["cuda"]):
+        assert torch.equal(a, b)
+
+
+def test_append_kv_cache_errors_name_the_argument():
+    k = torch.randn(3, 2, 64, dtype=torch.bfloat16)
+    kc = torch.zeros(2, 4, 2, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"slot_mapping\[1\] = 8"):
+        attnkit.append_kv_cache(k, k, kc, kc.clone(), torch.tensor([0, 8, 1], dtype=torch.int32))
+    with pytest.raises(ValueError, match="k_scale is required"):
+        attnkit.append_kv_cache(k, k, kc.to(torch.float8_e4m3fn), kc.to(torch.float8_e4m3fn),
+                                torch.tensor([0, 1, 2], dtype=torch.int32))
+
+
 # ---------------------------------------------------------------- torch integration
 
 def op_samples(device):
@@ -281,6 +345,10 @@ def op_samples(device):
         "attention": (q, k, k, None, None, None, None, None, None, 0, 0, 0.1, -1, 0, 0, 0.0, 0,
                       True, True),
         "merge_states": (torch.randn(3, 5, 2, d, device=device), torch.randn(3, 5, 2, device=device)),
+        "append_kv_cache": (k[0, :3].bfloat16(), k[1, :3].bfloat16(),
+                            torch.randn(4, 4, 2, d, device=device, dtype=torch.bfloat16),
+                            torch.randn(4, 4, 2, d, device=device, dtype=torch.bfloat16),
+                            torch.tensor([5, -1, 2], dtype=torch.int32, device=device), None, None),
         "gdn_chunk_forward": (gq, gk, gv, g, beta, None, None, True, 0.0, True, False),
         "gdn_decode_step": (gq[0, :2], gk[0, :2], gv[0, :2], g[0, :2], beta[0, :2], pool, slots,
                             0.0, True),

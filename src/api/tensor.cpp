@@ -23,6 +23,7 @@ size_t dtype_size(DType dt) {
     case DType::kFloat16: return 2;
     case DType::kBFloat16: return 2;
     case DType::kInt32: return 4;
+    case DType::kFloat8E4M3: return 1;
   }
   return 0;
 }
@@ -33,6 +34,7 @@ const char* to_string(DType dt) {
     case DType::kFloat16: return "fp16";
     case DType::kBFloat16: return "bf16";
     case DType::kInt32: return "int32";
+    case DType::kFloat8E4M3: return "fp8e4m3";
   }
   return "?";
 }

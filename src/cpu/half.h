@@ -71,12 +71,38 @@ inline uint16_t float_to_fp16(float f) {
   return static_cast<uint16_t>(sign | half);
 }
 
+// OCP e4m3 ("fn"): bias 7, 3 mantissa bits, subnormals below 2^-6, no infinities, 0x7f / 0xff NaN,
+// largest finite 448.
+inline float e4m3_to_float(uint8_t b) {
+  const float sign = (b & 0x80u) ? -1.f : 1.f;
+  const int e = (b >> 3) & 0xf, m = b & 0x7;
+  if (e == 15 && m == 7) return NAN;
+  if (e == 0) return sign * std::ldexp(static_cast<float>(m), -9);
+  return sign * std::ldexp(static_cast<float>(8 + m), e - 10);
+}
+
+// Round to nearest even, saturating to +-448 (what FP8 caches store; NaN stays NaN).
+inline uint8_t float_to_e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const float a = std::fabs(f);
+  if (a >= 448.f) return sign | 0x7e;
+  if (a < 0x1p-6f) return sign | static_cast<uint8_t>(std::nearbyint(a * 0x1p9f));  // 8 = 2^-6
+  int ex;
+  std::frexp(a, &ex);  // a = fr * 2^ex, fr in [0.5, 1): unbiased exponent ex - 1
+  int e = ex - 1;
+  int q = static_cast<int>(std::nearbyint(std::ldexp(a, 3 - e)));  // in [8, 16]
+  if (q == 16) q = 8, ++e;
+  return sign | static_cast<uint8_t>(((e + 7) << 3) | (q - 8));
+}
+
 // Reads element `off` (in elements) of a float tensor of any float dtype.
 inline float load_float(const TensorView& t, int64_t off) {
   switch (t.dtype) {
     case DType::kFloat32: return static_cast<const float*>(t.data)[off];
     case DType::kBFloat16: return bf16_to_float(static_cast<const uint16_t*>(t.data)[off]);
     case DType::kFloat16: return fp16_to_float(static_cast<const uint16_t*>(t.data)[off]);
+    case DType::kFloat8E4M3: return e4m3_to_float(static_cast<const uint8_t*>(t.data)[off]);
     default: return NAN;
   }
 }
@@ -87,6 +113,7 @@ inline void store_float(const TensorView& t, int64_t off, float v) {
     case DType::kFloat32: static_cast<float*>(t.data)[off] = v; break;
     case DType::kBFloat16: static_cast<uint16_t*>(t.data)[off] = float_to_bf16(v); break;
     case DType::kFloat16: static_cast<uint16_t*>(t.data)[off] = float_to_fp16(v); break;
+    case DType::kFloat8E4M3: static_cast<uint8_t*>(t.data)[off] = float_to_e4m3(v); break;
     default: break;
   }
 }
@@ -96,6 +123,7 @@ inline float round_to(DType dt, float v) {
   switch (dt) {
     case DType::kBFloat16: return bf16_to_float(float_to_bf16(v));
     case DType::kFloat16: return fp16_to_float(float_to_fp16(v));
+    case DType::kFloat8E4M3: return e4m3_to_float(float_to_e4m3(v));
     default: return v;
   }
 }

@@ -1,0 +1,31 @@
+// The validated description of one append_kv_cache call; backends read it instead of the views.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attnkit/kv_cache.h"
+
+namespace attnkit::detail {
+
+// How an FP8 cache's scale is indexed (kNone: the cache is fp16 / bf16, stored unchanged).
+enum class KvScaleKind { kNone, kTensor, kHead, kToken };
+
+struct AppendKvProblem {
+  int64_t tokens = 0, hkv = 0, dk = 0, dv = 0;
+  int64_t num_pages = 0, page_size = 0;
+  bool fp8 = false;
+  KvScaleKind k_scale = KvScaleKind::kNone, v_scale = KvScaleKind::kNone;
+  Device device{};
+  bool slots_on_host = false;
+  std::vector<int32_t> slots;  // present with slots_on_host
+
+  int64_t capacity() const { return num_pages * page_size; }
+};
+
+Status validate_append_kv(const AppendKvArgs& args, const ExecOptions& opts, AppendKvProblem* p);
+
+// Largest finite e4m3 value: a per-token scale maps each row's largest magnitude onto it.
+inline constexpr float kE4m3Max = 448.f;
+
+}  // namespace attnkit::detail
