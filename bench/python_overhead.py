@@ -61,27 +61,29 @@ def main():
                                   max_seqlen_k=a.keys, causal=True)
 
     def bare():
-        _C.attention_forward(q, kc, vc, out, None, None, None, table, seqlens, None, None, 0,
-                             a.keys, scale, -1, 0, 0, 0.0, 0, "auto", stream, False, 0, plan)
+        _C.attention_forward(q, kc, vc, out, None, None, None, table, seqlens, None, None, None,
+                             None, 0, a.keys, scale, -1, 0, 0, 0.0, 0, "auto", stream, False, 0,
+                             plan)
 
     def bare_unplanned():
-        _C.attention_forward(q, kc, vc, out, None, None, None, table, seqlens, None, None, 0,
-                             a.keys, scale, -1, 0, 0, 0.0, 0, "auto", stream, False, 0, None)
+        _C.attention_forward(q, kc, vc, out, None, None, None, table, seqlens, None, None, None,
+                             None, 0, a.keys, scale, -1, 0, 0, 0.0, 0, "auto", stream, False, 0,
+                             None)
 
     def core():
         attnkit.attention(q, kc, vc, page_table=table, seqused_k=seqlens, max_seqlen_k=a.keys,
                           causal=True, out=out, plan=plan)
 
     def impl():
-        torch_ops.attention_impl(q, kc, vc, None, None, table, seqlens, None, None, 0, a.keys,
-                                 scale, -1, 0, 0, 0.0, 0, False, True)
+        torch_ops.attention_impl(q, kc, vc, None, None, table, seqlens, None, None, None, None, 0,
+                                 a.keys, scale, -1, 0, 0, 0.0, 0, False, True)
 
     def drop_in():
         fai.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, page_table=table, causal=True)
 
     def dispatcher():
-        torch.ops.attnkit.attention(q, kc, vc, None, None, table, seqlens, None, None, 0, a.keys,
-                                    scale, -1, 0, 0, 0.0, 0, False, True)
+        torch.ops.attnkit.attention(q, kc, vc, None, None, table, seqlens, None, None, None,
+                                    None, 0, a.keys, scale, -1, 0, 0, 0.0, 0, False, True)
 
     qs = q.transpose(1, 2)
     ks = torch.randn(a.batch, a.kv_heads, 64, d, device=dev, dtype=dt)

@@ -40,6 +40,10 @@ struct AttentionArgs {
   // cache [num_pages, page_size, Hkv, Dqk] with page_table [B, max_pages] and seqused_k [B].
   // V: the same with Dv in place of Dqk.
   TensorView k, v;
+  // FP8 (e4m3) K and V, a quantised KV cache (Q and O stay fp16 / bf16): the keys and values are
+  // k_scale * K and v_scale * V, each scale fp32 per tensor [1], per KV head [Hkv], or per
+  // (token, KV head) shaped like K (V) without its last dimension. Given only with e4m3 K / V.
+  TensorView k_scale, v_scale;
   TensorView cu_seqlens_q;  // optional, int32 [B+1]
   TensorView cu_seqlens_k;  // optional, int32 [B+1]
   TensorView page_table;    // optional, int32 [B, max_pages]

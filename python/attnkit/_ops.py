@@ -32,9 +32,9 @@ def _mask(causal, window):
 
 
 def _attention_call(q, k, v, out, lse, return_lse, causal, window, chunk_size, scale, softcap,
-                    alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k,
-                    max_seqlen_q, max_seqlen_k, num_splits, backend, stream, validate_indices,
-                    cpu_threads):
+                    alibi_slopes, sinks, k_scale, v_scale, cu_seqlens_q, cu_seqlens_k, page_table,
+                    seqused_k, max_seqlen_q, max_seqlen_k, num_splits, backend, stream,
+                    validate_indices, cpu_threads):
     """The extension's positional arguments for one attention call, outputs allocated where not
     given (lse only with return_lse)."""
     if out is None or (return_lse and lse is None):  # shapes are read only to allocate
@@ -45,16 +45,16 @@ def _attention_call(q, k, v, out, lse, return_lse, causal, window, chunk_size, s
             lse = empty(q, tuple(q.shape[:-1]), "float32")
     left, right = _mask(causal, window)
     return (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes,
-            sinks, int(max_seqlen_q), int(max_seqlen_k), float(scale or 0.0), left, right,
-            int(chunk_size), float(softcap), int(num_splits), backend, stream_of(q, stream),
-            bool(validate_indices), int(cpu_threads))
+            sinks, k_scale, v_scale, int(max_seqlen_q), int(max_seqlen_k), float(scale or 0.0),
+            left, right, int(chunk_size), float(softcap), int(num_splits), backend,
+            stream_of(q, stream), bool(validate_indices), int(cpu_threads))
 
 
 def attention(q, k, v, *, causal=False, window=(-1, -1), chunk_size=0, scale=None, softcap=0.0,
-              alibi_slopes=None, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None,
-              page_table=None, seqused_k=None, max_seqlen_q=0, max_seqlen_k=0, num_splits=0,
-              return_lse=False, out=None, lse=None, plan=None, backend="auto", stream=None,
-              validate_indices=False, cpu_threads=0):
+              alibi_slopes=None, sinks=None, k_scale=None, v_scale=None, cu_seqlens_q=None,
+              cu_seqlens_k=None, page_table=None, seqused_k=None, max_seqlen_q=0, max_seqlen_k=0,
+              num_splits=0, return_lse=False, out=None, lse=None, plan=None, backend="auto",
+              stream=None, validate_indices=False, cpu_threads=0):
     """Softmax attention, prefill or decode (attnkit::attention_forward).
 
     q [B, Sq, Hq, D] or ragged [total_q, Hq, D] with cu_seqlens_q [B+1] (int32); k, v contiguous
@@ -63,6 +63,9 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), chunk_size=0, scale=Non
     Masks align the diagonal bottom-right: causal, window=(left, right) (-1 = unbounded; causal sets
     right = 0), chunk_size (same block of positions). scale: default D**-0.5. softcap > 0:
     s <- cap tanh(s / cap). alibi_slopes, sinks: fp32 [Hq]. num_splits: 0 = the library decides.
+    k_scale, v_scale: with an FP8 KV cache (k, v float8_e4m3fn; q fp16 / bf16), the keys and values
+    are k_scale * k and v_scale * v, each scale fp32 [1], [Hkv] or k's shape without its last
+    dimension (per token); written by append_kv_cache. (CPU backend so far.)
     max_seqlen_q / max_seqlen_k: bounds needed when ragged or paged indices live on a CUDA device.
     plan: from plan_attention() for the same shapes and options (skips planning).
 
@@ -70,26 +73,26 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), chunk_size=0, scale=Non
     [total_q, Hq], natural log; -inf for a row that sees no key).
     """
     args = _attention_call(q, k, v, out, lse, return_lse, causal, window, chunk_size, scale,
-                           softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, page_table,
-                           seqused_k, max_seqlen_q, max_seqlen_k, num_splits, backend, stream,
-                           validate_indices, cpu_threads)
+                           softcap, alibi_slopes, sinks, k_scale, v_scale, cu_seqlens_q,
+                           cu_seqlens_k, page_table, seqused_k, max_seqlen_q, max_seqlen_k,
+                           num_splits, backend, stream, validate_indices, cpu_threads)
     _C.attention_forward(*args, plan)
     out, lse = args[3], args[4]
     return (out, lse) if return_lse else out
 
 
 def plan_attention(q, k, v, *, causal=False, window=(-1, -1), chunk_size=0, scale=None,
-                   softcap=0.0, alibi_slopes=None, sinks=None, cu_seqlens_q=None,
-                   cu_seqlens_k=None, page_table=None, seqused_k=None, max_seqlen_q=0,
-                   max_seqlen_k=0, num_splits=0, return_lse=False, out=None, lse=None,
-                   backend="auto", stream=None, validate_indices=False, cpu_threads=0):
+                   softcap=0.0, alibi_slopes=None, sinks=None, k_scale=None, v_scale=None,
+                   cu_seqlens_q=None, cu_seqlens_k=None, page_table=None, seqused_k=None,
+                   max_seqlen_q=0, max_seqlen_k=0, num_splits=0, return_lse=False, out=None,
+                   lse=None, backend="auto", stream=None, validate_indices=False, cpu_threads=0):
     """The Plan attention() would make for these arguments (the kernel chosen, split count and
     workspace), computed once on the host. Pass it as attention(..., plan=) for calls with the same
     shapes and options, across layers and steps, also under CUDA graph capture."""
     return _C.plan_attention(*_attention_call(
         q, k, v, out, lse, return_lse, causal, window, chunk_size, scale, softcap, alibi_slopes,
-        sinks, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, max_seqlen_q, max_seqlen_k,
-        num_splits, backend, stream, validate_indices, cpu_threads))
+        sinks, k_scale, v_scale, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, max_seqlen_q,
+        max_seqlen_k, num_splits, backend, stream, validate_indices, cpu_threads))
 
 
 def merge_states(o_parts, lse_parts, *, out=None, lse=None, out_dtype=None, backend="auto",

@@ -75,7 +75,7 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
     q, k, v = (_ops.last_contiguous(x) for x in (q, k, v))
     _check(q, k, v)
     left, right = _window(window_size, causal)
-    out, lse = _attention(q, k, v, None, None, None, None, None, _sinks(s_aux), 0, 0,
+    out, lse = _attention(q, k, v, None, None, None, None, None, _sinks(s_aux), None, None, 0, 0,
                           _scale(softmax_scale, q), left, right, int(attention_chunk),
                           float(softcap), int(num_splits), bool(return_attn_probs), True)
     return (out, lse) if return_attn_probs else out
@@ -101,7 +101,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     _check(q, k, v)
     left, right = _window(window_size, causal)
     out, lse = _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, None, seqused_k, None,
-                          _sinks(s_aux), int(max_seqlen_q), int(max_seqlen_k),
+                          _sinks(s_aux), None, None, int(max_seqlen_q), int(max_seqlen_k),
                           _scale(softmax_scale, q), left, right, int(attention_chunk),
                           float(softcap), int(num_splits), bool(return_attn_probs), True)
     return (out, lse) if return_attn_probs else out
@@ -199,7 +199,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
 
     left, right = _window(window_size, causal)
     out, lse = _attention(q, k_cache, v_cache, cu_seqlens_q, None, page_table, seqused_k, None,
-                          _sinks(s_aux), int(max_seqlen_q or 0), int(capacity),
+                          _sinks(s_aux), None, None, int(max_seqlen_q or 0), int(capacity),
                           _scale(softmax_scale, q), left, right, int(attention_chunk),
                           float(softcap), int(num_splits), bool(return_softmax_lse), True)
     if not return_softmax_lse:

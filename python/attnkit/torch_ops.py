@@ -37,10 +37,10 @@ def _lse_shapes(q: Tensor, lse_heads_first: bool):
 def attention_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
                    cu_seqlens_k: Optional[Tensor], page_table: Optional[Tensor],
                    seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor],
-                   sinks: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, scale: float,
-                   window_left: int, window_right: int, chunk_size: int, softcap: float,
-                   num_splits: int, return_lse: bool,
-                   lse_heads_first: bool) -> Tuple[Tensor, Optional[Tensor]]:
+                   sinks: Optional[Tensor], k_scale: Optional[Tensor], v_scale: Optional[Tensor],
+                   max_seqlen_q: int, max_seqlen_k: int, scale: float, window_left: int,
+                   window_right: int, chunk_size: int, softcap: float, num_splits: int,
+                   return_lse: bool, lse_heads_first: bool) -> Tuple[Tensor, Optional[Tensor]]:
     """(out, lse); lse is None unless return_lse (one allocation less per eager decode call)."""
     out = q.new_empty(q.shape[:-1] + (v.shape[-1],))
     lse = lse_view = None
@@ -49,9 +49,9 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tenso
         lse = q.new_empty(shape, dtype=torch.float32)
         lse_view = lse.permute(perm) if perm is not None else lse
     _C.attention_forward(q, k, v, out, lse_view, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k,
-                         alibi_slopes, sinks, max_seqlen_q, max_seqlen_k, scale, window_left,
-                         window_right, chunk_size, softcap, num_splits, "auto", stream(q), False,
-                         0, None)
+                         alibi_slopes, sinks, k_scale, v_scale, max_seqlen_q, max_seqlen_k, scale,
+                         window_left, window_right, chunk_size, softcap, num_splits, "auto",
+                         stream(q), False, 0, None)
     return out, lse
 
 
@@ -59,20 +59,21 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tenso
 def attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
               cu_seqlens_k: Optional[Tensor], page_table: Optional[Tensor],
               seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor], sinks: Optional[Tensor],
-              max_seqlen_q: int, max_seqlen_k: int, scale: float, window_left: int,
-              window_right: int, chunk_size: int, softcap: float, num_splits: int,
-              return_lse: bool, lse_heads_first: bool) -> Tuple[Tensor, Tensor]:
+              k_scale: Optional[Tensor], v_scale: Optional[Tensor], max_seqlen_q: int,
+              max_seqlen_k: int, scale: float, window_left: int, window_right: int,
+              chunk_size: int, softcap: float, num_splits: int, return_lse: bool,
+              lse_heads_first: bool) -> Tuple[Tensor, Tensor]:
     """attnkit.attention as a torch op: returns (out, lse); lse is empty unless return_lse."""
     out, lse = attention_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k,
-                              alibi_slopes, sinks, max_seqlen_q, max_seqlen_k, scale, window_left,
-                              window_right, chunk_size, softcap, num_splits, return_lse,
-                              lse_heads_first)
+                              alibi_slopes, sinks, k_scale, v_scale, max_seqlen_q, max_seqlen_k,
+                              scale, window_left, window_right, chunk_size, softcap, num_splits,
+                              return_lse, lse_heads_first)
     return out, (lse if lse is not None else q.new_empty((0,), dtype=torch.float32))
 
 
 @attention.register_fake
-def _(q, k, v, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes, sinks,
-      max_seqlen_q, max_seqlen_k, scale, window_left, window_right, chunk_size, softcap,
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes, sinks, k_scale,
+      v_scale, max_seqlen_q, max_seqlen_k, scale, window_left, window_right, chunk_size, softcap,
       num_splits, return_lse, lse_heads_first):
     out = q.new_empty(q.shape[:-1] + (v.shape[-1],))
     shape = _lse_shapes(q, lse_heads_first)[0] if return_lse else (0,)

@@ -11,7 +11,8 @@ namespace {
 AttentionArgs attention_args(ArrayScope& s, nb::handle q, nb::handle k, nb::handle v, nb::handle o,
                              nb::handle lse, nb::handle cu_q, nb::handle cu_k,
                              nb::handle page_table, nb::handle seqused_k, nb::handle alibi,
-                             nb::handle sinks, int max_q, int max_k, float scale, int wl, int wr,
+                             nb::handle sinks, nb::handle k_scale, nb::handle v_scale, int max_q,
+                             int max_k, float scale, int wl, int wr,
                              int chunk, float softcap, int splits) {
   AttentionArgs a;
   a.q = s.in(q, "q");
@@ -25,6 +26,8 @@ AttentionArgs attention_args(ArrayScope& s, nb::handle q, nb::handle k, nb::hand
   a.seqused_k = s.in(seqused_k, "seqused_k");
   a.alibi_slopes = s.in(alibi, "alibi_slopes");
   a.sinks = s.in(sinks, "sinks");
+  a.k_scale = s.in(k_scale, "k_scale");
+  a.v_scale = s.in(v_scale, "v_scale");
   a.max_seqlen_q = max_q;
   a.max_seqlen_k = max_k;
   a.scale = scale;
@@ -36,12 +39,14 @@ AttentionArgs attention_args(ArrayScope& s, nb::handle q, nb::handle k, nb::hand
 
 AttentionPlan plan(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse,
                    nb::handle cu_q, nb::handle cu_k, nb::handle page_table, nb::handle seqused_k,
-                   nb::handle alibi, nb::handle sinks, int max_q, int max_k, float scale, int wl,
+                   nb::handle alibi, nb::handle sinks, nb::handle k_scale, nb::handle v_scale,
+                   int max_q, int max_k, float scale, int wl,
                    int wr, int chunk, float softcap, int splits, const std::string& backend,
                    uintptr_t stream, bool validate_indices, int cpu_threads) {
   ArrayScope s;
   const AttentionArgs a = attention_args(s, q, k, v, o, lse, cu_q, cu_k, page_table, seqused_k,
-                                         alibi, sinks, max_q, max_k, scale, wl, wr, chunk, softcap,
+                                         alibi, sinks, k_scale, v_scale, max_q, max_k, scale, wl,
+                                         wr, chunk, softcap,
                                          splits);
   const ExecOptions opts = exec_options(backend, stream, validate_indices, cpu_threads);
   AttentionPlan p;
@@ -51,12 +56,14 @@ AttentionPlan plan(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::h
 
 void forward(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse,
              nb::handle cu_q, nb::handle cu_k, nb::handle page_table, nb::handle seqused_k,
-             nb::handle alibi, nb::handle sinks, int max_q, int max_k, float scale, int wl, int wr,
+             nb::handle alibi, nb::handle sinks, nb::handle k_scale, nb::handle v_scale,
+                   int max_q, int max_k, float scale, int wl, int wr,
              int chunk, float softcap, int splits, const std::string& backend, uintptr_t stream,
              bool validate_indices, int cpu_threads, const AttentionPlan* plan) {
   ArrayScope s;
   const AttentionArgs a = attention_args(s, q, k, v, o, lse, cu_q, cu_k, page_table, seqused_k,
-                                         alibi, sinks, max_q, max_k, scale, wl, wr, chunk, softcap,
+                                         alibi, sinks, k_scale, v_scale, max_q, max_k, scale, wl,
+                                         wr, chunk, softcap,
                                          splits);
   const ExecOptions opts = exec_options(backend, stream, validate_indices, cpu_threads);
   call(a.q.device, [&] { return attention_forward(a, opts, plan); });
@@ -111,14 +118,16 @@ void bind_attention(nb::module_& m) {
   m.def("plan_attention", &plan, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
         nb::arg("lse").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
         nb::arg("page_table").none(), nb::arg("seqused_k").none(), nb::arg("alibi_slopes").none(),
-        nb::arg("sinks").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
+        nb::arg("sinks").none(), nb::arg("k_scale").none(), nb::arg("v_scale").none(),
+        nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
         nb::arg("scale"), nb::arg("window_left"), nb::arg("window_right"),
         nb::arg("chunk_size"), nb::arg("softcap"), nb::arg("num_splits"), nb::arg("backend"),
         nb::arg("stream"), nb::arg("validate_indices"), nb::arg("cpu_threads"));
   m.def("attention_forward", &forward, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
         nb::arg("lse").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
         nb::arg("page_table").none(), nb::arg("seqused_k").none(), nb::arg("alibi_slopes").none(),
-        nb::arg("sinks").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
+        nb::arg("sinks").none(), nb::arg("k_scale").none(), nb::arg("v_scale").none(),
+        nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
         nb::arg("scale"), nb::arg("window_left"), nb::arg("window_right"),
         nb::arg("chunk_size"), nb::arg("softcap"), nb::arg("num_splits"), nb::arg("backend"),
         nb::arg("stream"), nb::arg("validate_indices"), nb::arg("cpu_threads"),

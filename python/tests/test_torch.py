@@ -327,6 +327,40 @@ def test_append_kv_cache_errors_name_the_argument():
                                 torch.tensor([0, 1, 2], dtype=torch.int32))
 
 
+@pytest.mark.parametrize("device", ["cpu"])
+@pytest.mark.parametrize("kind", ["tensor", "head", "token"])
+def test_attention_reads_an_fp8_kv_cache(device, kind):
+    """A decode step over a paged FP8 cache filled by append_kv_cache equals the same step over
+    the dequantised cache (k_scale * k, v_scale * v) in bf16, up to bf16 rounding."""
+    b, hq, hkv, d, page, pages = 3, 8, 2, 128, 16, 12
+    lens = torch.tensor([37, 1, 60], dtype=torch.int32)
+    table = torch.randperm(pages)[: b * 4].view(b, 4).to(torch.int32)
+    kc, vc = (torch.zeros(pages, page, hkv, d, dtype=torch.float8_e4m3fn, device=device)
+              for _ in range(2))
+    scale = {"tensor": lambda: torch.tensor([0.0], device=device),
+             "head": lambda: torch.zeros(hkv, device=device),
+             "token": lambda: torch.zeros(pages, page, hkv, device=device)}[kind]
+    ks, vs = scale(), scale()
+    for x in (ks, vs):
+        if kind != "token":
+            x.uniform_(0.01, 0.05)
+    for i, n in enumerate(lens.tolist()):
+        pos = torch.arange(n)
+        slots = (table[i, pos // page].long() * page + pos % page).to(torch.int32)
+        k, v = (torch.randn(n, hkv, d, dtype=torch.bfloat16) * 4 for _ in range(2))
+        attnkit.append_kv_cache(k.to(device), v.to(device), kc, vc, slots.to(device),
+                                k_scale=ks, v_scale=vs)
+    q = torch.randn(b, 1, hq, d, dtype=torch.bfloat16, device=device)
+    dq = {"tensor": lambda c, s: c.float() * s,
+          "head": lambda c, s: c.float() * s.view(1, 1, -1, 1),
+          "token": lambda c, s: c.float() * s[..., None]}[kind]
+    kd, vd = dq(kc, ks).to(torch.bfloat16), dq(vc, vs).to(torch.bfloat16)
+    common = dict(page_table=table.to(device), seqused_k=lens.to(device), max_seqlen_k=64)
+    got = attnkit.attention(q, kc, vc, k_scale=ks, v_scale=vs, **common).float()
+    want = attnkit.attention(q, kd, vd, **common).float()
+    assert rel_l2(np64(got), np64(want)) < 1e-2
+
+
 # ---------------------------------------------------------------- torch integration
 
 def op_samples(device):
@@ -342,7 +376,8 @@ def op_samples(device):
     h, v_new, _ = torch.ops.attnkit.gdn_state_pass(gk, w, u, g_cum, None, None, 2, False,
                                                     torch.float32)
     return {
-        "attention": (q, k, k, None, None, None, None, None, None, 0, 0, 0.1, -1, 0, 0, 0.0, 0,
+        "attention": (q, k, k, None, None, None, None, None, None, None, None, 0, 0, 0.1, -1, 0, 0,
+                      0.0, 0,
                       True, True),
         "merge_states": (torch.randn(3, 5, 2, d, device=device), torch.randn(3, 5, 2, device=device)),
         "append_kv_cache": (k[0, :3].bfloat16(), k[1, :3].bfloat16(),

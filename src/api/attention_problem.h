@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "api/kv_scale.h"
 #include "attnkit/attention.h"
 
 namespace attnkit::detail {
@@ -23,6 +24,9 @@ struct AttnProblem {
   int64_t k_rows = 0;  // contiguous: Sk; ragged: total_k; paged: page_size
   int64_t num_pages = 0, max_pages = 0;  // paged only
   bool has_seqused_k = false;
+  // e4m3 K / V with their scales (Q, O keep `dtype`).
+  bool kv_fp8 = false;
+  KvScaleKind k_scale = KvScaleKind::kNone, v_scale = KvScaleKind::kNone;
 
   // Upper bounds when index tensors live on the device and were not read (exact otherwise).
   int max_seqlen_q = 0;

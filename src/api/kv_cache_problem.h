@@ -4,12 +4,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "api/kv_scale.h"
 #include "attnkit/kv_cache.h"
 
 namespace attnkit::detail {
-
-// How an FP8 cache's scale is indexed (kNone: the cache is fp16 / bf16, stored unchanged).
-enum class KvScaleKind { kNone, kTensor, kHead, kToken };
 
 struct AppendKvProblem {
   int64_t tokens = 0, hkv = 0, dk = 0, dv = 0;
@@ -24,8 +22,5 @@ struct AppendKvProblem {
 };
 
 Status validate_append_kv(const AppendKvArgs& args, const ExecOptions& opts, AppendKvProblem* p);
-
-// Largest finite e4m3 value: a per-token scale maps each row's largest magnitude onto it.
-inline constexpr float kE4m3Max = 448.f;
 
 }  // namespace attnkit::detail

@@ -51,8 +51,14 @@ Status validate_attention(const AttentionArgs& a, const ExecOptions& opts, AttnP
   ATTNKIT_RETURN_IF_ERROR(
       require_dtype(a.q, "q", {DType::kBFloat16, DType::kFloat16, DType::kFloat32}));
   p->dtype = a.q.dtype;
-  ATTNKIT_RETURN_IF_ERROR(require_dtype(a.k, "k", {a.q.dtype}));
-  ATTNKIT_RETURN_IF_ERROR(require_dtype(a.v, "v", {a.q.dtype}));
+  p->kv_fp8 = a.k.dtype == DType::kFloat8E4M3;
+  if (p->kv_fp8 && a.q.dtype == DType::kFloat32)
+    return Status::Invalid("k is fp8e4m3: an FP8 KV cache needs fp16 or bf16 q, not fp32");
+  ATTNKIT_RETURN_IF_ERROR(require_dtype(a.k, "k", {a.q.dtype, DType::kFloat8E4M3}));
+  ATTNKIT_RETURN_IF_ERROR(require_dtype(a.v, "v", {a.k.dtype}));
+  if (!p->kv_fp8 && (a.k_scale.defined() || a.v_scale.defined()))
+    return Status::Invalid("k_scale / v_scale are for fp8e4m3 K / V; k is " +
+                           std::string(to_string(a.k.dtype)));
   ATTNKIT_RETURN_IF_ERROR(require_dtype(a.o, "o", {a.q.dtype}));
   for (auto [t, n] : {std::pair{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.o, "o"}})
     ATTNKIT_RETURN_IF_ERROR(check_float_tensor(*t, n, dev));
@@ -122,6 +128,10 @@ Status validate_attention(const AttentionArgs& a, const ExecOptions& opts, AttnP
     if (a.v.shape[d] != a.k.shape[d])
       return Status::Invalid("v has shape " + shape_str(a.v) + ", which must match k " +
                              shape_str(a.k) + " in all but the last dimension");
+  if (p->kv_fp8) {
+    ATTNKIT_RETURN_IF_ERROR(kv_scale_kind(a.k_scale, "k_scale", a.k, p->hkv, dev, &p->k_scale));
+    ATTNKIT_RETURN_IF_ERROR(kv_scale_kind(a.v_scale, "v_scale", a.v, p->hkv, dev, &p->v_scale));
+  }
   if (!supported_head_dim(p->dqk))
     return Status::Unsupported("head dim " + std::to_string(p->dqk) +
                                " of q/k is not supported (32, 64, 96, 128, 192, 256)");

@@ -16,25 +16,6 @@ Status check_array(const TensorView& t, const char* name, const Device& dev, int
   return require_data(t, name);
 }
 
-// A scale's kind from its shape: [1], [Hkv] or [num_pages, page_size, Hkv].
-Status scale_kind(const TensorView& s, const char* name, const AppendKvProblem& p, const Device& dev,
-                  KvScaleKind* kind) {
-  if (!s.defined())
-    return Status::Invalid(std::string(name) + " is required with an fp8e4m3 cache");
-  ATTNKIT_RETURN_IF_ERROR(require_dtype(s, name, {DType::kFloat32}));
-  ATTNKIT_RETURN_IF_ERROR(check_array(s, name, dev, s.ndim == 3 ? 3 : 1));
-  if (s.ndim == 3) {
-    ATTNKIT_RETURN_IF_ERROR(require_shape(s, name, {p.num_pages, p.page_size, p.hkv}));
-    *kind = KvScaleKind::kToken;
-  } else if (s.shape[0] == 1) {
-    *kind = KvScaleKind::kTensor;
-  } else {
-    ATTNKIT_RETURN_IF_ERROR(require_shape(s, name, {p.hkv}));
-    *kind = KvScaleKind::kHead;
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status validate_append_kv(const AppendKvArgs& a, const ExecOptions& opts, AppendKvProblem* p) {
@@ -73,8 +54,8 @@ Status validate_append_kv(const AppendKvArgs& a, const ExecOptions& opts, Append
 
   p->fp8 = a.k_cache.dtype == DType::kFloat8E4M3;
   if (p->fp8) {
-    ATTNKIT_RETURN_IF_ERROR(scale_kind(a.k_scale, "k_scale", *p, dev, &p->k_scale));
-    ATTNKIT_RETURN_IF_ERROR(scale_kind(a.v_scale, "v_scale", *p, dev, &p->v_scale));
+    ATTNKIT_RETURN_IF_ERROR(kv_scale_kind(a.k_scale, "k_scale", a.k_cache, p->hkv, dev, &p->k_scale));
+    ATTNKIT_RETURN_IF_ERROR(kv_scale_kind(a.v_scale, "v_scale", a.v_cache, p->hkv, dev, &p->v_scale));
   } else if (a.k_scale.defined() || a.v_scale.defined()) {
     return Status::Invalid("k_scale / v_scale are for fp8e4m3 caches; k_cache is " +
                            std::string(to_string(a.k_cache.dtype)));

@@ -76,6 +76,16 @@ struct Scratch {
   }
 };
 
+// Dequantises a loaded e4m3 row of key j, KV head h: x <- scale * x.
+void scale_row(const TensorView& scale, KvScaleKind kind, const ref::SeqRows& rows, int64_t j, int h,
+               int64_t n, float* x) {
+  const float* s = static_cast<const float*>(scale.data);
+  const float f = kind == KvScaleKind::kTensor ? s[0]
+                  : kind == KvScaleKind::kHead ? s[h * scale.stride[0]]
+                                               : s[rows.kv(scale, j, h)];
+  for (int64_t i = 0; i < n; ++i) x[i] *= f;
+}
+
 class CpuAttention {
  public:
   CpuAttention(const AttentionArgs& args, const AttnProblem& prob) : a_(args), p_(prob) {}
@@ -112,8 +122,11 @@ class CpuAttention {
       if (!used) continue;
       for (int64_t j = t0; j < t1; ++j) {
         ref::load_row(a_.k, rows.kv(a_.k, j, hk), dqk, sc.row.data());
+        if (p_.kv_fp8) scale_row(a_.k_scale, p_.k_scale, rows, j, hk, dqk, sc.row.data());
         for (int64_t d = 0; d < dqk; ++d) sc.kt[d * kKeyTile + (j - t0)] = sc.row[d];
-        ref::load_row(a_.v, rows.kv(a_.v, j, hk), dv, &sc.v[(j - t0) * dv]);
+        float* v = &sc.v[(j - t0) * dv];
+        ref::load_row(a_.v, rows.kv(a_.v, j, hk), dv, v);
+        if (p_.kv_fp8) scale_row(a_.v_scale, p_.v_scale, rows, j, hk, dv, v);
       }
       for (int64_t g = 0; g < nr; g += kGroupRows)
         update_group(sc, g, std::min(kGroupRows, nr - g), info, t0, t1);

@@ -27,6 +27,11 @@ inline void load_row(const TensorView& t, int64_t off, int64_t n, float* dst) {
       for (int64_t i = 0; i < n; ++i) dst[i] = ref::fp16_to_float(src[i]);
       break;
     }
+    case DType::kFloat8E4M3: {
+      const uint8_t* src = static_cast<const uint8_t*>(t.data) + off;
+      for (int64_t i = 0; i < n; ++i) dst[i] = ref::e4m3_to_float(src[i]);
+      break;
+    }
     default: break;
   }
 }
