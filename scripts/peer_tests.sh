@@ -19,9 +19,9 @@ rc=0
 
 summarise() {  # log
   grep -E '^(=+ .*(passed|failed|skipped|error).* =+|[0-9]+ (passed|failed|skipped))' "$1" | tail -n1
-  echo "  failures by message:"
-  grep -E '^(FAILED|ERROR) ' "$1" | sed -E 's/^[A-Z]+ [^ ]+( - )?//' | cut -c1-110 | sort | uniq -c |
-    sort -rn | head -n 15 | sed 's/^/  /'
+  echo "  failures by exception (the first line of each traceback's error):"
+  grep -E '^E +[A-Za-z_.]*(Error|Exception|Interrupt)\b' "$1" | sed -E 's/^E +//' | cut -c1-110 |
+    sort | uniq -c | sort -rn | head -n 15 | sed 's/^/  /'
 }
 
 for suite in ${PEER_SUITES:-fa3 fla fla-baseline}; do

@@ -112,8 +112,8 @@ GdnCase gdn_decode(int n) {
 }
 
 // The shape sets shape_set knows, in the order --help and the error message list them.
-constexpr const char* kShapeSets[] = {"default", "fa3",     "varlen", "paged",
-                                      "dims",    "splitkv", "decode", "gdn"};
+constexpr const char* kShapeSets[] = {"default", "fa3",    "varlen", "paged", "dims",
+                                      "splitkv", "decode", "fp8kv",  "gdn"};
 
 bool known_set(const std::string& s) {
   return std::find(std::begin(kShapeSets), std::end(kShapeSets), s) != std::end(kShapeSets);
@@ -231,6 +231,15 @@ std::vector<Item> shape_set(const std::string& set, bool gpu) {
     for (int b : gpu ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 4})
       for (int64_t L : gpu ? std::vector<int64_t>{1024, 8192, 32768} : std::vector<int64_t>{1024, 4096})
         for (int ps : {0, 16, 64}) A(decode(b, L, ps));
+  } else if (set == "fp8kv") {
+    // Paged decode over a bf16 cache and over e4m3 caches with per-tensor and per-token scales.
+    for (int b : gpu ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 4})
+      for (int64_t L : gpu ? std::vector<int64_t>{8192, 32768} : std::vector<int64_t>{2048})
+        for (const char* kind : {"", "tensor", "token"}) {
+          AttnCase c = decode(b, L, 16);
+          c.kv_fp8 = kind;
+          A(c);
+        }
   } else if (set == "gdn") {
     // Qwen3-Next linear-attention layer heads; the cases of bench/anchors_gdn.py.
     if (gpu) {
@@ -414,6 +423,7 @@ JsonObject json_row(const Item& it, const Result& r, const Env& env) {
     j.set("paged", c.paged).set("page_size", c.paged ? c.page_size : 0);
     j.set("dtype", to_string(c.dtype));
     j.set("flops", c.flops()).set("kv_bytes", c.kv_bytes());
+    j.set("kv_dtype", to_string(c.kv_dtype())).set("kv_scale", c.kv_fp8);
   } else {
     const GdnCase& c = it.gdn;
     const bool dec = it.op == OpKind::kGdnDecode;
@@ -453,7 +463,8 @@ Flags make_flags() {
           "4 uneven packed sequences, ragged and paged 128), dims (head dims 192/128 and 96, 4 x 4k,\n"
           "causal and not), splitkv (batch 1, 128 / 512 queries on 8k / 32k keys, GQA 32/8 d128,\n"
           "causal and not: for --num-splits), decode (B 1/16/64 x L 1k/8k/32k,\n"
-          "contiguous and paged 16/64),\n"
+          "contiguous and paged 16/64), fp8kv (paged 16 decode, B 1/16/64 x L 8k/32k, over a bf16\n"
+          "cache and e4m3 caches with per-tensor and per-token scales),\n"
           "gdn (T 4k/16k/64k, varlen 8 seqs 32k, decode B 1/32/256).");
   f.add("shapes", FlagType::kString, "default", shape_set_list(" | ") + ", or a comma list")
       .add("backend", FlagType::kString, "auto", "auto | cpu | cuda-portable | cuda-sm90")

@@ -71,6 +71,22 @@ std::string list_label(const std::vector<int64_t>& v) {
 }
 
 Buffer clone(const Buffer& b, Device dev) { return b.shape().empty() ? Buffer() : b.to(dev); }
+
+// FP8 scales: uniform in [1/128, 1/32], a block tiled like fill_random's.
+Status fill_uniform_scales(Buffer& b, std::mt19937_64& rng, Fill fill) {
+  Buffer host(DType::kFloat32, b.shape(), cpu());
+  if (fill == Fill::kExact || b.numel() <= kFastBlock) {
+    testkit::fill_uniform(host, rng, 1.f / 128, 1.f / 32);
+  } else {
+    Buffer block(DType::kFloat32, {kFastBlock}, cpu());
+    testkit::fill_uniform(block, rng, 1.f / 128, 1.f / 32);
+    for (size_t off = 0; off < host.bytes(); off += block.bytes())
+      std::memcpy(static_cast<char*>(host.data()) + off, block.data(),
+                  std::min(block.bytes(), host.bytes() - off));
+  }
+  b = clone(host, b.device());
+  return Status::Ok();
+}
 Buffer alloc_like(const Buffer& b, Device dev) {
   return b.shape().empty() ? Buffer() : Buffer(b.dtype(), b.shape(), dev);
 }
@@ -142,6 +158,7 @@ std::string AttnCase::describe() const {
   if (scale != 0) os << " scale" << fmt_float(scale);
   if (q_std != 1.f) os << " qstd" << fmt_float(q_std);
   if (num_splits != 0) os << " splits" << num_splits;
+  if (!kv_fp8.empty()) os << " kv-e4m3/" << kv_fp8;
   if (lse) os << " lse";
   os << " " << to_string(dtype);
   return os.str();
@@ -174,7 +191,8 @@ double AttnCase::flops() const {
 double AttnCase::kv_bytes() const {
   double keys = 0;
   for (int b = 0; b < num_seqs(); ++b) keys += static_cast<double>(len_k(b));
-  return keys * heads_kv * (dim_qk + dim_v) * static_cast<double>(dtype_size(dtype));
+  const double scales = kv_fp8 == "token" ? 2.0 * sizeof(float) : 0.0;
+  return keys * heads_kv * ((dim_qk + dim_v) * static_cast<double>(dtype_size(kv_dtype())) + scales);
 }
 
 Status AttnCase::check() const {
@@ -197,6 +215,8 @@ Status AttnCase::check() const {
   if (paged && page_size < 1) return Status::Invalid("--page-size must be >= 1");
   if (heads_q < 1 || heads_kv < 1 || dim_qk < 1 || dim_v < 1)
     return Status::Invalid("head counts and head dims must be >= 1");
+  if (!kv_fp8.empty() && kv_fp8 != "tensor" && kv_fp8 != "head" && kv_fp8 != "token")
+    return Status::Invalid("--kv-fp8 must be tensor, head or token, not '" + kv_fp8 + "'");
   return Status::Ok();
 }
 
@@ -211,6 +231,8 @@ AttentionArgs AttnTensors::args(const AttnCase& c) const {
   a.seqused_k = view_or_none(seqused_k);
   a.alibi_slopes = view_or_none(alibi);
   a.sinks = view_or_none(sinks);
+  a.k_scale = view_or_none(k_scale);
+  a.v_scale = view_or_none(v_scale);
   a.o = o.view();
   a.lse = view_or_none(lse);
   a.scale = c.scale;
@@ -233,7 +255,9 @@ void AttnTensors::poison_outputs() {
   poison_if(lse);
 }
 
-size_t AttnTensors::input_bytes() const { return q.bytes() + k.bytes() + v.bytes(); }
+size_t AttnTensors::input_bytes() const {
+  return q.bytes() + k.bytes() + v.bytes() + k_scale.bytes() + v_scale.bytes();
+}
 
 Status make_attention(const AttnCase& c, Device dev, Fill fill, std::mt19937_64& rng,
                       AttnTensors* t) {
@@ -241,7 +265,7 @@ Status make_attention(const AttnCase& c, Device dev, Fill fill, std::mt19937_64&
   *t = AttnTensors{};
   const int B = c.num_seqs();
   const int64_t hq = c.heads_q, hkv = c.heads_kv;
-  const DType dt = c.dtype;
+  const DType dt = c.dtype, kvt = c.kv_dtype();
 
   if (c.varlen_q.empty()) {
     t->q = Buffer(dt, {B, c.seqlen_q, hq, c.dim_qk}, dev);
@@ -276,8 +300,8 @@ Status make_attention(const AttnCase& c, Device dev, Fill fill, std::mt19937_64&
       for (int64_t i = 0; i < max_pages; ++i)
         // Unused entries still name a real page: a kernel that reads one by mistake stays in bounds.
         table[b * max_pages + i] = i < pages[b] ? ids[next++] : ids[num_pages - 1];
-    t->k = Buffer(dt, {num_pages, ps, hkv, c.dim_qk}, dev);
-    t->v = Buffer(dt, {num_pages, ps, hkv, c.dim_v}, dev);
+    t->k = Buffer(kvt, {num_pages, ps, hkv, c.dim_qk}, dev);
+    t->v = Buffer(kvt, {num_pages, ps, hkv, c.dim_v}, dev);
     t->page_table = Buffer(DType::kInt32, {B, max_pages}, dev);
     t->page_table.from_int(table);
     std::vector<int32_t> used(B);
@@ -286,13 +310,13 @@ Status make_attention(const AttnCase& c, Device dev, Fill fill, std::mt19937_64&
     t->seqused_k.from_int(used);
   } else if (!c.varlen_k.empty()) {
     const std::vector<int32_t> cu = prefix_sums(c.varlen_k);
-    t->k = Buffer(dt, {cu.back(), hkv, c.dim_qk}, dev);
-    t->v = Buffer(dt, {cu.back(), hkv, c.dim_v}, dev);
+    t->k = Buffer(kvt, {cu.back(), hkv, c.dim_qk}, dev);
+    t->v = Buffer(kvt, {cu.back(), hkv, c.dim_v}, dev);
     t->cu_k = Buffer(DType::kInt32, {B + 1}, dev);
     t->cu_k.from_int(cu);
   } else {
-    t->k = Buffer(dt, {B, c.seqlen_k, hkv, c.dim_qk}, dev);
-    t->v = Buffer(dt, {B, c.seqlen_k, hkv, c.dim_v}, dev);
+    t->k = Buffer(kvt, {B, c.seqlen_k, hkv, c.dim_qk}, dev);
+    t->v = Buffer(kvt, {B, c.seqlen_k, hkv, c.dim_v}, dev);
     if (!c.seqused_k.empty()) {
       t->seqused_k = Buffer(DType::kInt32, {B}, dev);
       t->seqused_k.from_int(std::vector<int32_t>(c.seqused_k.begin(), c.seqused_k.end()));
@@ -302,6 +326,16 @@ Status make_attention(const AttnCase& c, Device dev, Fill fill, std::mt19937_64&
   ATTNKIT_RETURN_IF_ERROR(fill_random(t->q, rng, fill, c.q_std));
   ATTNKIT_RETURN_IF_ERROR(fill_random(t->k, rng, fill, 1.f));
   ATTNKIT_RETURN_IF_ERROR(fill_random(t->v, rng, fill, 1.f));
+  if (!c.kv_fp8.empty()) {  // e4m3 codes of N(0, 1) values, and scales around 1 / 64
+    std::vector<int64_t> shape = t->k.shape();
+    shape.pop_back();
+    if (c.kv_fp8 == "tensor") shape = {1};
+    if (c.kv_fp8 == "head") shape = {hkv};
+    t->k_scale = Buffer(DType::kFloat32, shape, dev);
+    t->v_scale = Buffer(DType::kFloat32, shape, dev);
+    ATTNKIT_RETURN_IF_ERROR(fill_uniform_scales(t->k_scale, rng, fill));
+    ATTNKIT_RETURN_IF_ERROR(fill_uniform_scales(t->v_scale, rng, fill));
+  }
   if (c.alibi) {
     // The usual geometric slopes 2^(-8(h+1)/H).
     std::vector<float> s(hq);
@@ -327,6 +361,8 @@ AttnTensors copy_attention(const AttnTensors& s, Device dev) {
   t.seqused_k = clone(s.seqused_k, dev);
   t.alibi = clone(s.alibi, dev);
   t.sinks = clone(s.sinks, dev);
+  t.k_scale = clone(s.k_scale, dev);
+  t.v_scale = clone(s.v_scale, dev);
   t.o = alloc_like(s.o, dev);
   t.lse = alloc_like(s.lse, dev);
   return t;

@@ -32,6 +32,9 @@ struct AttnCase {
   bool alibi = false, sinks = false, paged = false, lse = false;
   int page_size = 16;
   int num_splits = 0;
+  // Non-empty: an FP8 (e4m3) KV cache with scales "tensor" ([1]), "head" ([Hkv]) or "token" (K's
+  // shape without its last dim).
+  std::string kv_fp8;
   float q_std = 1.f;  // > 1 gives large logits
   uint64_t seed = 1;
 
@@ -45,14 +48,15 @@ struct AttnCase {
   int64_t visible_pairs() const;
   // 2·pairs·(Dqk + Dv) per query head (= 4·pairs·D when Dqk = Dv).
   double flops() const;
-  // Bytes of K and V read (each used key once per KV head).
+  // Bytes of K and V read (each used key once per KV head), per-token FP8 scales included.
   double kv_bytes() const;
+  DType kv_dtype() const { return kv_fp8.empty() ? dtype : DType::kFloat8E4M3; }
   // Command-line level consistency (list lengths, positive sizes); the library checks the rest.
   Status check() const;
 };
 
 struct AttnTensors {
-  testkit::Buffer q, k, v, cu_q, cu_k, page_table, seqused_k, alibi, sinks;
+  testkit::Buffer q, k, v, cu_q, cu_k, page_table, seqused_k, alibi, sinks, k_scale, v_scale;
   testkit::Buffer o, lse;
   AttentionArgs args(const AttnCase& c) const;
   void poison_outputs();

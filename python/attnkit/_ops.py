@@ -65,7 +65,7 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), chunk_size=0, scale=Non
     s <- cap tanh(s / cap). alibi_slopes, sinks: fp32 [Hq]. num_splits: 0 = the library decides.
     k_scale, v_scale: with an FP8 KV cache (k, v float8_e4m3fn; q fp16 / bf16), the keys and values
     are k_scale * k and v_scale * v, each scale fp32 [1], [Hkv] or k's shape without its last
-    dimension (per token); written by append_kv_cache. (CPU backend so far.)
+    dimension (per token); written by append_kv_cache. CUDA: decode shapes (the decode kernel).
     max_seqlen_q / max_seqlen_k: bounds needed when ragged or paged indices live on a CUDA device.
     plan: from plan_attention() for the same shapes and options (skips planning).
 

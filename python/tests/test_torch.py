@@ -289,7 +289,9 @@ def test_append_kv_cache(device, hnd, fp8):
         if fp8 == "token":
             amax = rows.abs().amax(dim=-1)
             got_scale = sc.view(-1, hkv)[filled]
-            assert torch.equal(got_scale, amax / 448), "per-token scales are max|x| / 448"
+            # IEEE division, as the CPU computes it (torch on CUDA multiplies by 1 / 448 instead)
+            want_scale = (amax.double() / 448).float()
+            assert torch.equal(got_scale, want_scale), "per-token scales are max|x| / 448"
             rows = (rows / got_scale[..., None]).to(cdt).float()
         elif fp8:
             rows = (rows / sc.view(1, -1, 1)).clamp(-448, 448).to(cdt).float()  # saturates
@@ -327,19 +329,27 @@ def test_append_kv_cache_errors_name_the_argument():
                                 torch.tensor([0, 1, 2], dtype=torch.int32))
 
 
-@pytest.mark.parametrize("device", ["cpu"])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", ["tensor", "head", "token"])
-def test_attention_reads_an_fp8_kv_cache(device, kind):
+@pytest.mark.parametrize("hnd", [False, True], ids=["NHD", "HND"])
+def test_attention_reads_an_fp8_kv_cache(device, kind, hnd):
     """A decode step over a paged FP8 cache filled by append_kv_cache equals the same step over
-    the dequantised cache (k_scale * k, v_scale * v) in bf16, up to bf16 rounding."""
+    the dequantised cache (k_scale * k, v_scale * v) in bf16, up to bf16 rounding. HND: caches
+    [pages, Hkv, page, D] (and per-token scales [pages, Hkv, page]) passed as transposed views."""
     b, hq, hkv, d, page, pages = 3, 8, 2, 128, 16, 12
     lens = torch.tensor([37, 1, 60], dtype=torch.int32)
     table = torch.randperm(pages)[: b * 4].view(b, 4).to(torch.int32)
-    kc, vc = (torch.zeros(pages, page, hkv, d, dtype=torch.float8_e4m3fn, device=device)
-              for _ in range(2))
+
+    def cache(*shape, dtype=torch.float32):  # [pages, page, hkv, ...]; HND: a view of the other
+        if hnd:
+            return torch.zeros(shape[0], shape[2], shape[1], *shape[3:], dtype=dtype,
+                               device=device).transpose(1, 2)
+        return torch.zeros(*shape, dtype=dtype, device=device)
+
+    kc, vc = (cache(pages, page, hkv, d, dtype=torch.float8_e4m3fn) for _ in range(2))
     scale = {"tensor": lambda: torch.tensor([0.0], device=device),
              "head": lambda: torch.zeros(hkv, device=device),
-             "token": lambda: torch.zeros(pages, page, hkv, device=device)}[kind]
+             "token": lambda: cache(pages, page, hkv)}[kind]
     ks, vs = scale(), scale()
     for x in (ks, vs):
         if kind != "token":

@@ -34,6 +34,13 @@
   ATTNKIT_PORTABLE_DECODE_DTYPES(X, 192, 192) \
   ATTNKIT_PORTABLE_DECODE_DTYPES(X, 256, 256)
 
+// The variants over an FP8 (e4m3) KV cache (suffix _e4m3kv), one TU per (Dqk, Dv, dtype):
+// portable_decode_fp8_<dqk>_<dv>_<dtype>.cu.
+#define ATTNKIT_PORTABLE_DECODE_FP8_LIST(X)   \
+  ATTNKIT_PORTABLE_DECODE_DTYPES(X, 64, 64)   \
+  ATTNKIT_PORTABLE_DECODE_DTYPES(X, 128, 128) \
+  ATTNKIT_PORTABLE_DECODE_DTYPES(X, 256, 256)
+
 namespace attnkit::gpu {
 #define ATTNKIT_DECLARE_PORTABLE_DECODE(DQK, DV, DT, MASK, MOD, ROWS)                                  \
   Status portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS(const FwdParams& p, void* stream); \
@@ -41,4 +48,11 @@ namespace attnkit::gpu {
                                                                                   void* stream);
 ATTNKIT_PORTABLE_DECODE_LIST(ATTNKIT_DECLARE_PORTABLE_DECODE)
 #undef ATTNKIT_DECLARE_PORTABLE_DECODE
+#define ATTNKIT_DECLARE_PORTABLE_DECODE_FP8(DQK, DV, DT, MASK, MOD, ROWS)                     \
+  Status portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_e4m3kv(             \
+      const FwdParams& p, void* stream);                                                        \
+  Status portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_e4m3kv_l2stream(    \
+      const FwdParams& p, void* stream);
+ATTNKIT_PORTABLE_DECODE_FP8_LIST(ATTNKIT_DECLARE_PORTABLE_DECODE_FP8)
+#undef ATTNKIT_DECLARE_PORTABLE_DECODE_FP8
 }  // namespace attnkit::gpu

@@ -24,9 +24,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/attention/policy/mask.cuh"
 #include "cuda/attention/policy/score_mod.cuh"
+#include "cuda/attention/portable/decode_fp8.cuh"
 #include "cuda/attention/portable/decode_merge.cuh"
 #include "cuda/attention/portable/fwd_params.h"
 #include "cuda/common/mma_sm80.cuh"
@@ -54,10 +56,14 @@ struct KvL2Stream {  // evict-first: the stream replaces its own lines, not the 
 };
 
 // kKG_: key groups of 16 keys per stage (2: 4 warps, 32-key stages; 4: 8 warps, 64-key stages).
-// KvL2_: the K/V copies' L2 policy (KvL2Normal or KvL2Stream).
-template <int kDqk_, int kDv_, int kMT_, int kKG_ = 2, class KvL2_ = KvL2Normal>
+// KvL2_: the K/V copies' L2 policy (KvL2Normal or KvL2Stream). kFp8_: K / V are e4m3 with scales
+// (decode_fp8.cuh), else the query's type.
+template <int kDqk_, int kDv_, int kMT_, int kKG_ = 2, class KvL2_ = KvL2Normal, bool kFp8_ = false>
 struct DecodeTile {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kMT = kMT_, kKG = kKG_;
+  static constexpr bool kFp8 = kFp8_;
+  static constexpr int kKvBytes = kFp8 ? 1 : 2;  // bytes of a K / V element
+  static constexpr int kCE = 16 / kKvBytes;      // K / V elements per 16-byte copy
   using KvL2 = KvL2_;
   static constexpr int kRows = 16 * kMT;
   static constexpr int kWarps = 2 * kKG, kThreads = 32 * kWarps;
@@ -65,10 +71,13 @@ struct DecodeTile {
   static constexpr int kCtasPerSm = 2;
   static constexpr int kBlockN = 16 * kKG;  // keys per stage: 16 per key group
   static constexpr int kDvWarp = kDv / 2;  // O columns per warp
-  // Rows padded by 16 bytes: the 8 rows an ldmatrix reads fall in distinct banks.
-  static constexpr int kQS = kDqk + 8, kKS = kDqk + 8, kVS = kDv + 8;
+  // Rows padded by 16 bytes: the 8 rows an ldmatrix reads fall in distinct banks. Strides in
+  // elements (Q: T; K / V: the cache's type).
+  static constexpr int kQS = kDqk + 8, kKS = kDqk + kCE, kVS = kDv + kCE;
   static constexpr int kQBytes = kRows * kQS * 2;
-  static constexpr int kStageBytes = kBlockN * (kKS + kVS) * 2;
+  // FP8 per-token scales: kBlockN of K's, then kBlockN of V's, per stage.
+  static constexpr int kScaleFloats = kFp8 ? 2 * kBlockN : 0;
+  static constexpr int kStageBytes = kBlockN * (kKS + kVS) * kKvBytes + kScaleFloats * 4;
   static constexpr int kStagesFit = (kDecodeSmemBudget - kQBytes) / kStageBytes;
   static constexpr int kStages = kStagesFit > 8 ? 8 : kStagesFit < 2 ? 2 : kStagesFit;
   static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
@@ -83,6 +92,8 @@ struct DecodeTile {
   static_assert(kMT == 1 || kMT == 2, "decode tiles hold 16 or 32 rows");
   static_assert(kKG == 2 || kKG == 4, "decode tiles have 2 or 4 key groups");
   static_assert(kStagesFit >= 2, "two stages must fit the shared-memory budget");
+  static_assert(!kFp8 || (kDqk % 32 == 0 && kDvWarp % 32 == 0),
+                "FP8 K / V: head dims multiples of 32 (Dv of 64)");
 };
 
 // Key groups of the tile each decode variant runs. 8 warps (4 key groups, 64-key stages: two
@@ -181,10 +192,16 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   constexpr int kThreads = Tile::kThreads, kDvWarp = Tile::kDvWarp;
   constexpr int kQS = Tile::kQS, kKS = Tile::kKS, kVS = Tile::kVS;
 
+  constexpr bool kFp8 = Tile::kFp8;
+  constexpr int kCE = Tile::kCE;
+  using KvT = std::conditional_t<kFp8, uint8_t, T>;
+
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
-  T* sK = sQ + kRows * kQS;
-  T* sV = sK + kStages * kBlockN * kKS;
+  KvT* sK = reinterpret_cast<KvT*>(sQ + kRows * kQS);
+  KvT* sV = sK + kStages * kBlockN * kKS;
+  // FP8 per-token scales: [stage][K, V][kBlockN]
+  float* sScale = reinterpret_cast<float*>(sV + kStages * kBlockN * kVS);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int kh = warp % kKG, dh = warp / kKG;  // key group, Dv half
@@ -250,9 +267,22 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   }
 
   const T* gQ = static_cast<const T*>(p.q);
-  const T* gK = static_cast<const T*>(p.kv.k);
-  const T* gV = static_cast<const T*>(p.kv.v);
-  {
+  const KvT* gK = static_cast<const KvT*>(p.kv.k);
+  const KvT* gV = static_cast<const KvT*>(p.kv.v);
+  if constexpr (kFp8) {
+    // Dim pairs into the slots that match K's fragment order (q_pair_slot, decode_fp8.cuh).
+    constexpr int kPairs = kDqk / 2;
+    for (int c = tid; c < kRows * kPairs; c += kThreads) {
+      const int row = c / kPairs, w = c % kPairs;
+      int tok, hg;
+      p.group.divmod(row, tok, hg);
+      const bool ok = row < rows_total;
+      const T* src = ok ? gQ + b * p.q_batch_stride + int64_t{q_start + tok} * p.q_row_stride +
+                              int64_t{hk * G + hg} * p.q_head_stride + 2 * w
+                        : gQ;
+      cp_async_4(smem_addr(sQ + row * kQS + (w / 8) * 16 + 2 * q_pair_slot(w % 8)), src, ok);
+    }
+  } else {
     constexpr int kChunks = kDqk / 8;
     for (int c = tid; c < kRows * kChunks; c += kThreads) {
       const int row = c / kChunks, col = (c % kChunks) * 8;
@@ -267,7 +297,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   }
 
   // ---- K/V stage loads. Thread chunk i of a stage covers key row (tid + i * kThreads) / kKC.
-  constexpr int kKC = kDqk / 8, kVC = kDv / 8;
+  constexpr int kKC = kDqk / kCE, kVC = kDv / kCE;
   constexpr int kKPer = (kBlockN * kKC + kThreads - 1) / kThreads;
   constexpr int kVPer = (kBlockN * kVC + kThreads - 1) / kThreads;
   // Contiguous and ragged KV: key j sits at a fixed row stride from key 0, so each of this
@@ -291,15 +321,28 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
 #pragma unroll
     for (int i = 0; i < (kKStep ? 1 : kKPer); ++i) {
       const int c = tid + i * kThreads;
-      k_rel[i] = k_seq + (c / kKC) * p.kv.k_row_stride + (c % kKC) * 8;
+      k_rel[i] = k_seq + (c / kKC) * p.kv.k_row_stride + (c % kKC) * kCE;
     }
 #pragma unroll
     for (int i = 0; i < (kVStep ? 1 : kVPer); ++i) {
       const int c = tid + i * kThreads;
-      v_rel[i] = v_seq + (c / kVC) * p.kv.v_row_stride + (c % kVC) * 8;
+      v_rel[i] = v_seq + (c / kVC) * p.kv.v_row_stride + (c % kVC) * kCE;
     }
     if constexpr (kKStep) k_step = (kThreads / kKC) * p.kv.k_row_stride;
     if constexpr (kVStep) v_step = (kThreads / kVC) * p.kv.v_row_stride;
+  }
+  // FP8 per-token scales: thread sc_row + kBlockN * sc_v copies the scale of key sc_row of each
+  // block, K's (sc_v = 0) or V's (1), into the stage; sc_seq: its element offset for key 0
+  // (contiguous / ragged).
+  const int sc_v = tid / kBlockN, sc_row = tid % kBlockN;
+  const FwdParams::KvScale& sc_of = sc_v == 0 ? p.k_scale : p.v_scale;
+  const bool sc_copy = kFp8 && sc_v < 2 && sc_of.per_token;
+  int64_t sc_seq = 0;
+  if (kFp8 && !paged) {
+    int64_t outer;
+    int r0;
+    p.kv.locate(b, kvs.start, 0, outer, r0);
+    sc_seq = outer * sc_of.outer_stride + int64_t{r0} * sc_of.row_stride + hk * sc_of.head_stride;
   }
   // Paged KV: for each of this thread's chunks of block n, K's then (when they cover other rows)
   // V's, the raw page-table entry and the row within the page (-1: past the sequence end). Read
@@ -309,6 +352,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   constexpr int kPgPer = kSameRows ? kKPer : kKPer + kVPer;
   struct PageRefs {
     int entry[kPgPer], row[kPgPer];
+    int sc_entry, sc_row;  // FP8 per-token scale copy (sc_copy)
   };
   auto fetch_pages = [&](int n_block, PageRefs& pr) {
     const int j0 = n_block * kBlockN;
@@ -326,6 +370,13 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
         pr.entry[i] = p.kv.page_entry(b, pi);
       }
     }
+    pr.sc_entry = 0;
+    pr.sc_row = -1;
+    if (sc_copy && j0 + sc_row < sk) {
+      int pi;
+      p.kv.page_size.divmod(j0 + sc_row, pi, pr.sc_row);
+      pr.sc_entry = p.kv.page_entry(b, pi);
+    }
   };
   // Paged: offsets within a page in 32 bits, and one wide multiply-add of the page onto them (the
   // plan checks that every K / V stride and in-page offset fits: paged_offsets_fit_32,
@@ -340,11 +391,19 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     const uint32_t page = static_cast<uint32_t>(p.kv.clamp_page(entry));
     return static_cast<int64_t>(uint64_t{page} * static_cast<uint32_t>(outer) + in_page);
   };
-  // Element offsets of this thread's chunks for block n (-1: past the sequence end); pr: the
-  // block's page references (paged only).
+  // Element offsets of this thread's chunks for block n (-1: past the sequence end), and of its
+  // scale copy (sc_off, FP8 per-token; -1: none); pr: the block's page references (paged only).
   auto locate_block = [&](int n_block, const PageRefs& pr, int64_t(&k_off)[kKPer],
-                          int64_t(&v_off)[kVPer]) {
+                          int64_t(&v_off)[kVPer], int64_t& sc_off) {
     const int j0 = n_block * kBlockN;
+    sc_off = -1;
+    if (sc_copy) {
+      if (!paged && j0 + sc_row < sk)
+        sc_off = sc_seq + int64_t{j0 + sc_row} * sc_of.row_stride;
+      if (paged && pr.sc_row >= 0)
+        sc_off = int64_t{p.kv.clamp_page(pr.sc_entry)} * sc_of.outer_stride +
+                 int64_t{pr.sc_row} * sc_of.row_stride + hk * sc_of.head_stride;
+    }
     if (!paged) {
       const int64_t k_blk = int64_t{j0} * p.kv.k_row_stride, v_blk = int64_t{j0} * p.kv.v_row_stride;
 #pragma unroll
@@ -365,7 +424,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     const KvOperand& kv = p.kv;
 #pragma unroll
     for (int i = 0; i < kKPer; ++i) {
-      const int col = ((tid + i * kThreads) % kKC) * 8;
+      const int col = ((tid + i * kThreads) % kKC) * kCE;
       const bool ok = pr.row[i] >= 0;
       k_off[i] = ok ? paged_offset(pr.entry[i], pr.row[i], col, kv.k_outer_stride, kv.k_row_stride,
                                    kv.k_head_stride)
@@ -378,7 +437,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     if constexpr (!kSameRows) {
 #pragma unroll
       for (int i = 0; i < kVPer; ++i) {
-        const int col = ((tid + i * kThreads) % kVC) * 8;
+        const int col = ((tid + i * kThreads) % kVC) * kCE;
         v_off[i] = pr.row[kKPer + i] >= 0
                        ? paged_offset(pr.entry[kKPer + i], pr.row[kKPer + i], col,
                                       kv.v_outer_stride, kv.v_row_stride, kv.v_head_stride)
@@ -387,14 +446,20 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     }
   };
   const typename Tile::KvL2::Policy kv_l2 = Tile::KvL2::make();
-  auto issue_block = [&](int stage, const int64_t(&k_off)[kKPer], const int64_t(&v_off)[kVPer]) {
-    T* dK = sK + stage * kBlockN * kKS;
-    T* dV = sV + stage * kBlockN * kVS;
+  auto issue_block = [&](int stage, const int64_t(&k_off)[kKPer], const int64_t(&v_off)[kVPer],
+                         int64_t sc_off) {
+    KvT* dK = sK + stage * kBlockN * kKS;
+    KvT* dV = sV + stage * kBlockN * kVS;
+    if (sc_copy) {
+      const bool ok = sc_off >= 0;
+      cp_async_4(smem_addr(sScale + (stage * 2 + sc_v) * kBlockN + sc_row),
+                 ok ? sc_of.data + sc_off : sc_of.data, ok);
+    }
 #pragma unroll
     for (int i = 0; i < kKPer; ++i) {
       const int c = tid + i * kThreads;
       if (c < kBlockN * kKC) {
-        const int row = c / kKC, col = (c % kKC) * 8;
+        const int row = c / kKC, col = (c % kKC) * kCE;
         const bool ok = k_off[i] >= 0;
         Tile::KvL2::copy(kv_l2, smem_addr(dK + row * kKS + col), ok ? gK + k_off[i] : gK, ok);
       }
@@ -403,7 +468,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     for (int i = 0; i < kVPer; ++i) {
       const int c = tid + i * kThreads;
       if (c < kBlockN * kVC) {
-        const int row = c / kVC, col = (c % kVC) * 8;
+        const int row = c / kVC, col = (c % kVC) * kCE;
         const bool ok = v_off[i] >= 0;
         Tile::KvL2::copy(kv_l2, smem_addr(dV + row * kVS + col), ok ? gV + v_off[i] : gV, ok);
       }
@@ -414,6 +479,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   PageRefs pg_next;
 #pragma unroll
   for (int i = 0; i < kPgPer; ++i) pg_next.entry[i] = pg_next.row[i] = 0;
+  pg_next.sc_entry = pg_next.sc_row = 0;
   {
     // Every stage is filled here, not kStages - 1 of them as the loop keeps in flight later: all
     // stages are free before the first compute, and a split of at most kStages blocks (batch 1 x
@@ -422,9 +488,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     // its stage's copies.
     PageRefs pg[kStages];
 #pragma unroll
-    for (int s = 0; s < kStages; ++s)
+    for (int s = 0; s < kStages; ++s) {
 #pragma unroll
       for (int i = 0; i < kPgPer; ++i) pg[s].entry[i] = pg[s].row[i] = 0;
+      pg[s].sc_entry = pg[s].sc_row = 0;
+    }
     if (paged) {
 #pragma unroll
       for (int s = 0; s < kStages; ++s)
@@ -434,9 +502,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       if (s < n_tiles) {
-        int64_t pk[kKPer], pv[kVPer];
-        locate_block(n_begin + s, pg[s], pk, pv);
-        issue_block(s, pk, pv);
+        int64_t pk[kKPer], pv[kVPer], ps;
+        locate_block(n_begin + s, pg[s], pk, pv, ps);
+        issue_block(s, pk, pv, ps);
       }
       cp_async_commit();  // group 0 also carries Q
     }
@@ -460,10 +528,19 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   const int mi = lane / 8, mr = lane % 8;
   // A (16 x 16 at rows r0, cols c0): matrices (r0, c0) (r0+8, c0) (r0, c0+8) (r0+8, c0+8).
   const uint32_t q_lane = smem_addr(sQ + ((mi & 1) * 8 + mr) * kQS + (mi >> 1) * 8);
-  // K as B (n x k row-major): (n0, k0) (n0, k0+8) (n0+8, k0) (n0+8, k0+8).
-  const int k_lane_off = (kh * 16 + (mi >> 1) * 8 + mr) * kKS + (mi & 1) * 8;
-  // V as B via .trans (k x n row-major): (k0, n0) (k0+8, n0) (k0, n0+8) (k0+8, n0+8).
-  const int v_lane_off = (kh * 16 + (mi & 1) * 8 + mr) * kVS + dh * kDvWarp + (mi >> 1) * 8;
+  // K as B (n x k row-major): (n0, k0) (n0, k0+8) (n0+8, k0) (n0+8, k0+8); FP8: k0+16 for k0+8,
+  // so that one x4 covers 32 dims (two k16 slabs) of 16 keys.
+  const int k_lane_off = (kh * 16 + (mi >> 1) * 8 + mr) * kKS + (mi & 1) * kCE;
+  // V as B via .trans (k x n row-major): (k0, n0) (k0+8, n0) (k0, n0+8) (k0+8, n0+8); FP8: n0+16
+  // for n0+8 (one x4 covers 32 dims).
+  const int v_lane_off = (kh * 16 + (mi & 1) * 8 + mr) * kVS + dh * kDvWarp + (mi >> 1) * kCE;
+  // FP8: the scales of this KV head (per tensor / per KV head; 1 when per token, which the
+  // stages carry). V's multiplies O at the end.
+  float k_scale_head = 1.f, v_scale_head = 1.f;
+  if constexpr (kFp8) {
+    if (!p.k_scale.per_token) k_scale_head = __ldg(p.k_scale.data + hk * p.k_scale.head_stride);
+    if (!p.v_scale.per_token) v_scale_head = __ldg(p.v_scale.data + hk * p.v_scale.head_stride);
+  }
 
   constexpr int kQFrags = Tile::kQInRegs ? kDqk / 16 : 1;
   uint32_t qf[kMT][kQFrags][4];
@@ -482,9 +559,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     if (t > 0) {
       const int t_next = t + kStages - 1;
       if (t_next < n_tiles) {
-        int64_t k_off[kKPer], v_off[kVPer];
-        locate_block(n_begin + t_next, pg_next, k_off, v_off);
-        issue_block(t_next % kStages, k_off, v_off);
+        int64_t k_off[kKPer], v_off[kVPer], sc_off;
+        locate_block(n_begin + t_next, pg_next, k_off, v_off, sc_off);
+        issue_block(t_next % kStages, k_off, v_off, sc_off);
       }
       if (paged && t_next + 1 < n_tiles) fetch_pages(n_begin + t_next + 1, pg_next);
       cp_async_commit();
@@ -510,21 +587,59 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       for (int n = 0; n < 2; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
+    auto q_frag = [&](int mt, int kk, uint32_t(&a)[4]) {
+      if constexpr (Tile::kQInRegs) {
 #pragma unroll
-    for (int kk = 0; kk < kDqk / 16; ++kk) {
-      uint32_t bk[4];
-      ldmatrix_x4(k_base + kk * 32, bk);
+        for (int e = 0; e < 4; ++e) a[e] = qf[mt][kk][e];
+      } else {
+        ldmatrix_x4(q_lane + (mt * 16 * kQS + kk * 16) * 2, a);
+      }
+    };
+    if constexpr (kFp8) {
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        uint32_t a[4];
-        if constexpr (Tile::kQInRegs) {
+      for (int kk2 = 0; kk2 < kDqk / 32; ++kk2) {
+        uint32_t rk[4];  // keys 0-7 | 8-15 (x) dims 0-15 | 16-31 of the two slabs
+        ldmatrix_x4(k_base + kk2 * 32, rk);
 #pragma unroll
-          for (int e = 0; e < 4; ++e) a[e] = qf[mt][kk][e];
-        } else {
-          ldmatrix_x4(q_lane + (mt * 16 * kQS + kk * 16) * 2, a);
+        for (int sl = 0; sl < 2; ++sl) {
+          uint32_t b[2][2];
+          fp8_k_fragment<T>(rk[sl], b[0][0], b[0][1]);
+          fp8_k_fragment<T>(rk[2 + sl], b[1][0], b[1][1]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            uint32_t a[4];
+            q_frag(mt, 2 * kk2 + sl, a);
+            MmaOp<T>::run(s[mt][0], a, b[0][0], b[0][1]);
+            MmaOp<T>::run(s[mt][1], a, b[1][0], b[1][1]);
+          }
         }
-        MmaOp<T>::run(s[mt][0], a, bk[0], bk[1]);
-        MmaOp<T>::run(s[mt][1], a, bk[2], bk[3]);
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < kDqk / 16; ++kk) {
+        uint32_t bk[4];
+        ldmatrix_x4(k_base + kk * 32, bk);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          uint32_t a[4];
+          q_frag(mt, kk, a);
+          MmaOp<T>::run(s[mt][0], a, bk[0], bk[1]);
+          MmaOp<T>::run(s[mt][1], a, bk[2], bk[3]);
+        }
+      }
+    }
+    // FP8: this thread's keys (2t, 2t+1) and (2t+8, 2t+9) of its key group, K's and V's scales
+    float2 ks[2] = {make_float2(k_scale_head, k_scale_head), make_float2(k_scale_head, k_scale_head)};
+    float2 vs[2] = {make_float2(1.f, 1.f), make_float2(1.f, 1.f)};
+    if constexpr (kFp8) {
+      const float* sc = sScale + stage * 2 * kBlockN + kh * 16 + (lane % 4) * 2;
+      if (p.k_scale.per_token) {
+        ks[0] = *reinterpret_cast<const float2*>(sc);
+        ks[1] = *reinterpret_cast<const float2*>(sc + 8);
+      }
+      if (p.v_scale.per_token) {
+        vs[0] = *reinterpret_cast<const float2*>(sc + kBlockN);
+        vs[1] = *reinterpret_cast<const float2*>(sc + kBlockN + 8);
       }
     }
 
@@ -540,7 +655,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
         for (int e = 0; e < 4; ++e) {
           const int i = mt * 2 + (e >> 1);
           const int j = jl + n * 8 + (e & 1);
-          float x = mod.apply(s[mt][n][e], mrow[i], row_p[i], j);
+          float x = s[mt][n][e];
+          if constexpr (kFp8) x *= (e & 1) ? ks[n].y : ks[n].x;
+          x = mod.apply(x, mrow[i], row_p[i], j);
           if (!full && (j < row_lo[i] || j > row_hi[i])) x = -INFINITY;
           s[mt][n][e] = x;
         }
@@ -578,14 +695,41 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       pa[mt][2] = pack2<T>(s[mt][1][0], s[mt][1][1]);
       pa[mt][3] = pack2<T>(s[mt][1][2], s[mt][1][3]);
     }
+    if constexpr (kFp8) {
+      // n-block 2c of acc: the even dims of 16-dim chunk c, 2c + 1: its odd dims (decode_fp8.cuh)
+      auto pv = [&](auto scaled) {
 #pragma unroll
-    for (int nn = 0; nn < kDvWarp / 16; ++nn) {
-      uint32_t bv[4];
-      ldmatrix_x4_trans(v_base + nn * 32, bv);
+        for (int cc = 0; cc < kDvWarp / 32; ++cc) {
+          uint32_t rv[4];  // keys 0-7 | 8-15 (x) chunks 2cc | 2cc + 1
+          ldmatrix_x4_trans(v_base + cc * 32, rv);
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        MmaOp<T>::run(acc[mt][2 * nn], pa[mt], bv[0], bv[1]);
-        MmaOp<T>::run(acc[mt][2 * nn + 1], pa[mt], bv[2], bv[3]);
+          for (int ch = 0; ch < 2; ++ch) {
+            uint32_t even[2], odd[2];
+            fp8_v_pairs<T, decltype(scaled)::value>(rv[2 * ch], rv[2 * ch + 1], vs[0], vs[1],
+                                                    even, odd);
+            const int c = 2 * cc + ch;
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+              MmaOp<T>::run(acc[mt][2 * c], pa[mt], even[0], even[1]);
+              MmaOp<T>::run(acc[mt][2 * c + 1], pa[mt], odd[0], odd[1]);
+            }
+          }
+        }
+      };
+      if (p.v_scale.per_token)
+        pv(std::true_type{});
+      else
+        pv(std::false_type{});
+    } else {
+#pragma unroll
+      for (int nn = 0; nn < kDvWarp / 16; ++nn) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(v_base + nn * 32, bv);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          MmaOp<T>::run(acc[mt][2 * nn], pa[mt], bv[0], bv[1]);
+          MmaOp<T>::run(acc[mt][2 * nn + 1], pa[mt], bv[2], bv[3]);
+        }
       }
     }
   }
@@ -608,11 +752,23 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       red_m[kh * kRows + rr] = m_run[i];
       red_l[kh * kRows + rr] = l;
     }
+    if constexpr (kFp8) {  // n-blocks 2c / 2c + 1: even / odd dims of chunk c
 #pragma unroll
-    for (int n = 0; n < kDvWarp / 8; ++n) {
-      const int c = dh * kDvWarp + n * 8 + (lane % 4) * 2;
-      *reinterpret_cast<float2*>(red_o + (kh * kRows + rr) * kDv + c) =
-          make_float2(acc[mt][n][2 * h], acc[mt][n][2 * h + 1]);
+      for (int c = 0; c < kDvWarp / 16; ++c) {
+        const int col = dh * kDvWarp + c * 16 + (lane % 4) * 4;
+        const float* ev = acc[mt][2 * c];
+        const float* od = acc[mt][2 * c + 1];
+        *reinterpret_cast<float4*>(red_o + (kh * kRows + rr) * kDv + col) =
+            make_float4(ev[2 * h] * v_scale_head, od[2 * h] * v_scale_head,
+                        ev[2 * h + 1] * v_scale_head, od[2 * h + 1] * v_scale_head);
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < kDvWarp / 8; ++n) {
+        const int c = dh * kDvWarp + n * 8 + (lane % 4) * 2;
+        *reinterpret_cast<float2*>(red_o + (kh * kRows + rr) * kDv + c) =
+            make_float2(acc[mt][n][2 * h], acc[mt][n][2 * h + 1]);
+      }
     }
   }
   __syncthreads();

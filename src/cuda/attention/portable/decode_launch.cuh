@@ -92,31 +92,51 @@ Status launch_portable_decode_for(const FwdParams& p, void* stream) {
 
 // Defines portable_decode_<dqk>_<dv>_<dtype>_<mask>_<mod>_r<rows>: the decode kernel for up to
 // `rows` (16 or 32) query rows (tokens x GQA group) per KV head, and the same with its K/V read
-// evict-first in L2 (suffix _l2stream; decode_l2_stream in planner.h picks).
+// evict-first in L2 (suffix _l2stream; decode_l2_stream in planner.h picks). The _FP8 forms
+// define the same over an e4m3 KV cache (suffix _e4m3kv before _l2stream).
 #define ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS) \
   portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS
 #define ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS) \
   portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_l2stream
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_bf16 __nv_bfloat16
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_fp16 __half
-#define ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2, SPLIT_CONTIGUOUS)              \
+#define ATTNKIT_PORTABLE_DECODE_FN_FP8(DQK, DV, DT, MASK, MOD, ROWS) \
+  portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_e4m3kv
+#define ATTNKIT_PORTABLE_DECODE_FN_FP8_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS) \
+  portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_e4m3kv_l2stream
+#define ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2, SPLIT_CONTIGUOUS, FP8)         \
   DecodeTile<DQK, DV, (ROWS) / 16,                                                                \
              decode_key_groups<DQK, DV, (ROWS) / 16,                                              \
                                std::is_same_v<MASK, NoMask> && std::is_same_v<MOD, NoScoreMod>,   \
                                SPLIT_CONTIGUOUS>(),                                               \
-             L2>
-#define ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, L2)                           \
-  launch_portable_decode_for<ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2, false),    \
-                             ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2, true),     \
+             L2, FP8>
+#define ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, L2, FP8)                         \
+  launch_portable_decode_for<ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2, false, FP8), \
+                             ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2, true, FP8),  \
                              ATTNKIT_PORTABLE_DECODE_CTYPE_##DT, MASK, MOD>
 #define ATTNKIT_DEFINE_PORTABLE_DECODE(DQK, DV, DT, MASK, MOD, ROWS)                              \
   namespace attnkit::gpu {                                                                        \
   Status ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,            \
                                                                    void* stream) {               \
-    return ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, KvL2Normal)(p, stream);   \
+    return ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, KvL2Normal, false)(p,     \
+                                                                                        stream); \
   }                                                                                               \
   Status ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,   \
                                                                             void* stream) {      \
-    return ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, KvL2Stream)(p, stream);   \
+    return ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, KvL2Stream, false)(p,     \
+                                                                                        stream); \
+  }                                                                                               \
+  }
+#define ATTNKIT_DEFINE_PORTABLE_DECODE_FP8(DQK, DV, DT, MASK, MOD, ROWS)                          \
+  namespace attnkit::gpu {                                                                        \
+  Status ATTNKIT_PORTABLE_DECODE_FN_FP8(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,        \
+                                                                       void* stream) {           \
+    return ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, KvL2Normal, true)(p,      \
+                                                                                       stream);  \
+  }                                                                                               \
+  Status ATTNKIT_PORTABLE_DECODE_FN_FP8_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS)(                  \
+      const FwdParams& p, void* stream) {                                                         \
+    return ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, KvL2Stream, true)(p,      \
+                                                                                       stream);  \
   }                                                                                               \
   }

@@ -36,6 +36,18 @@ struct FwdParams {
   int64_t sinks_stride = 1;
   int window_left = -1, window_right = -1, chunk_size = 0;
 
+  // FP8 (e4m3) K / V (decode kernel): the keys are k_scale[.] * K, the values v_scale[.] * V. The
+  // scale of key (outer, row) of KV head h (KvOperand's coordinates) is at element
+  // outer * outer_stride + row * row_stride + h * head_stride: all strides 0 for one scale per
+  // tensor, only head_stride for one per KV head, all three for one per (token, KV head).
+  struct KvScale {
+    const float* data = nullptr;
+    int64_t outer_stride = 0, row_stride = 0, head_stride = 0;
+    bool per_token = false;
+  };
+  bool kv_fp8 = false;
+  KvScale k_scale, v_scale;
+
   // Split-KV: num_splits > 1 writes fp32 partials (normalised O and natural-log LSE, sinks left
   // out) to part_o [split][flat_row][hq][dv] and part_lse [split][flat_row][hq]; a combine merges
   // them into o / lse (prefill: a second kernel; decode: the kernel's last split of each KV head).

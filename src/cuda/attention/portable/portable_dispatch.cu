@@ -33,6 +33,7 @@ struct Variant {
   DType dtype;
   Policy policy;
   int decode_rows;  // decode kernel: the most query rows (tokens x group) per KV head; 0: prefill
+  bool kv_fp8;      // decode kernel over an e4m3 KV cache
   const char* name;
   Status (*launch)(const FwdParams&, void*);
   // Decode: the same kernel reading K/V evict-first in L2 (decode_l2_stream; plan suffix below).
@@ -58,20 +59,28 @@ constexpr Policy policy_of(const char* mask, const char* mod) {
 }
 
 #define ATTNKIT_VARIANT_ROW(DQK, DV, DT, MASK, MOD, TILE)                                   \
-  Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), 0,                                \
+  Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), 0, false,                         \
           "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_" #TILE,                \
           &gpu::ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE), nullptr,             \
           gpu::prefill_smem_bytes<DQK, DV, gpu::MASK, gpu::MOD>(),                          \
           &gpu::ATTNKIT_PORTABLE_FWD_FN_COMPACT(DQK, DV, DT, MASK, MOD, TILE)},
 #define ATTNKIT_DECODE_VARIANT_ROW(DQK, DV, DT, MASK, MOD, ROWS)                            \
-  Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), ROWS,                             \
+  Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), ROWS, false,                      \
           "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_decode" #ROWS,          \
           &gpu::ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS),                   \
           &gpu::ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS), 0, nullptr},
+#define ATTNKIT_DECODE_FP8_VARIANT_ROW(DQK, DV, DT, MASK, MOD, ROWS)                        \
+  Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), ROWS, true,                       \
+          "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_decode" #ROWS "_e4m3kv", \
+          &gpu::ATTNKIT_PORTABLE_DECODE_FN_FP8(DQK, DV, DT, MASK, MOD, ROWS),               \
+          &gpu::ATTNKIT_PORTABLE_DECODE_FN_FP8_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS), 0, nullptr},
 constexpr Variant kVariants[] = {ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_VARIANT_ROW)
-                                     ATTNKIT_PORTABLE_DECODE_LIST(ATTNKIT_DECODE_VARIANT_ROW)};
+                                     ATTNKIT_PORTABLE_DECODE_LIST(ATTNKIT_DECODE_VARIANT_ROW)
+                                         ATTNKIT_PORTABLE_DECODE_FP8_LIST(
+                                             ATTNKIT_DECODE_FP8_VARIANT_ROW)};
 #undef ATTNKIT_VARIANT_ROW
 #undef ATTNKIT_DECODE_VARIANT_ROW
+#undef ATTNKIT_DECODE_FP8_VARIANT_ROW
 
 // Rows (query tokens x GQA group) up to which the decode kernel is used: it holds them all in one
 // CTA per KV head; beyond that the prefill tiles serve.
@@ -103,7 +112,7 @@ const Variant* find_variant(const AttnProblem& prob) {
   const int want_rows = rows > kDecodeMaxRows ? 0 : rows <= 16 ? 16 : 32;
   for (const Variant& v : kVariants)
     if (v.dqk == prob.dqk && v.dv == prob.dv && v.dtype == prob.dtype && v.policy == pol &&
-        v.decode_rows == want_rows)
+        v.decode_rows == want_rows && v.kv_fp8 == prob.kv_fp8)
       return &v;
   return nullptr;
 }
@@ -124,7 +133,7 @@ int64_t kv_bytes_bound(const AttnProblem& prob) {
     case KvLayout::kRagged: rows = std::min(rows, prob.k_rows); break;
     case KvLayout::kPaged: rows = std::min(rows, prob.num_pages * prob.page_size()); break;
   }
-  return rows * prob.hkv * (prob.dqk + prob.dv) * 2;  // bf16 / fp16
+  return rows * prob.hkv * (prob.dqk + prob.dv) * (prob.kv_fp8 ? 1 : 2);
 }
 
 // The decode kernel forms paged K / V offsets within a page in 32 bits and multiplies the page
@@ -144,6 +153,19 @@ bool paged_offsets_fit_32(const AttentionArgs& a, const AttnProblem& prob) {
 // The decode kernel's arrival counters, one per (sequence, KV head), after the partials.
 size_t decode_counter_bytes(const AttnProblem& prob, bool decode) {
   return decode ? static_cast<size_t>(prob.batch) * prob.hkv * sizeof(unsigned) : 0;
+}
+
+// An FP8 scale in KvOperand's (outer, row, head) coordinates: per (token, KV head) it is shaped
+// like the cache without its last dim ([pages, page, Hkv], [B, Sk, Hkv] or ragged [total_k, Hkv]).
+void set_scale(FwdParams::KvScale& s, const TensorView& t, KvScaleKind kind, bool ragged) {
+  s.data = static_cast<const float*>(t.data);
+  s.per_token = kind == KvScaleKind::kToken;
+  if (kind == KvScaleKind::kHead) s.head_stride = t.stride[0];
+  if (kind == KvScaleKind::kToken) {
+    s.outer_stride = ragged ? 0 : t.stride[0];
+    s.row_stride = ragged ? t.stride[0] : t.stride[1];
+    s.head_stride = t.stride_of(-1);
+  }
 }
 
 FwdParams make_params(const AttentionArgs& a, const AttnProblem& prob) {
@@ -202,6 +224,11 @@ FwdParams make_params(const AttentionArgs& a, const AttnProblem& prob) {
   p.window_left = prob.mask.window_left;
   p.window_right = prob.mask.window_right;
   p.chunk_size = prob.mask.chunk_size;
+  if (prob.kv_fp8) {
+    p.kv_fp8 = true;
+    set_scale(p.k_scale, a.k_scale, prob.k_scale, kr);
+    set_scale(p.v_scale, a.v_scale, prob.v_scale, kr);
+  }
   return p;
 }
 
@@ -211,6 +238,12 @@ Status portable_attention_supports(const AttentionArgs& args, const AttnProblem&
   if (prob.dtype != DType::kBFloat16 && prob.dtype != DType::kFloat16)
     return Status::Unsupported(std::string("portable CUDA attention supports bf16 and fp16, not ") +
                                to_string(prob.dtype));
+  if (prob.kv_fp8 && find_variant(prob) == nullptr)
+    return Status::Unsupported(
+        "portable CUDA attention reads an FP8 KV cache in its decode kernel only: head dims "
+        "64/64, 128/128 or 256/256 and at most 32 query rows (max_seqlen_q x group) per KV head; "
+        "this call has head dims " + std::to_string(prob.dqk) + "/" + std::to_string(prob.dv) +
+        " and " + std::to_string(decode_rows(prob)) + " rows");
   if (find_variant(prob) == nullptr)
     return Status::Unsupported("portable CUDA attention has no kernel for head dims q/k " +
                                std::to_string(prob.dqk) + ", v " + std::to_string(prob.dv) +
@@ -287,7 +320,8 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   if (plan.backend != Backend::kCudaPortable)
     return Status::Invalid("plan was made for another backend");
   const Variant* v = find_variant(plan.kernel);
-  if (v == nullptr || v->dqk != prob.dqk || v->dv != prob.dv || v->dtype != prob.dtype)
+  if (v == nullptr || v->dqk != prob.dqk || v->dv != prob.dv || v->dtype != prob.dtype ||
+      v->kv_fp8 != prob.kv_fp8)
     return Status::Invalid("plan (kernel '" + plan.kernel + "') does not match these arguments");
   if (!generic(v->policy) && (prob.softcap > 0.f || prob.has_alibi || !(prob.scale > 0.f)))
     return Status::Invalid("plan (kernel '" + plan.kernel +

@@ -171,6 +171,7 @@ Status sm90_attention_supports(const AttentionArgs& args, const AttnProblem& pro
   auto no = [](const std::string& why) { return Status::Unsupported("sm90 attention: " + why); };
   if (prob.dtype != DType::kBFloat16 && prob.dtype != DType::kFloat16)
     return no(std::string("supports bf16 and fp16, not ") + to_string(prob.dtype));
+  if (prob.kv_fp8) return no("an FP8 KV cache is read by the portable decode kernel, not sm90");
   const bool square = prob.dqk == prob.dv;
   if (!(square && (prob.dqk == 64 || prob.dqk == 96 || prob.dqk == 128 || prob.dqk == 256)) &&
       !(prob.dqk == 192 && prob.dv == 128))

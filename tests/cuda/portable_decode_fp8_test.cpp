@@ -1,0 +1,126 @@
+// The portable decode kernel over an FP8 (e4m3) KV cache, against the CPU reference of the same
+// cache (which dequantises, then runs the fp32 reference): every scale kind over contiguous,
+// ragged and paged K / V (page sizes 1 / 16 / 48 / 64), GQA groups 1 to 16, head dims 64 / 128 /
+// 256, fp16 and bf16 queries, forced split counts over uneven lengths, masks, softcap, ALiBi,
+// sinks and LSE, speculative (multi-token) queries, padded rows, bit-identical reruns; shapes the
+// decode kernel does not hold are refused by name.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/fp8_kv.h"
+#include "gpu_attention_util.h"
+
+namespace attnkit::test {
+namespace {
+
+constexpr Fp8Scale kKinds[] = {Fp8Scale::kTensor, Fp8Scale::kHead, Fp8Scale::kToken};
+
+GpuRun run_fp8(const AttnCase& c, Fp8Scale kind) {
+  return run_on_gpu(c, portable_opts(), [&](AttnData& h) { make_fp8_kv(h, kind, c.seed + 7); });
+}
+
+void check_fp8(const AttnCase& c, Fp8Scale kind) {
+  SCOPED_TRACE(c.str() + " " + to_string(kind));
+  GpuRun r = run_fp8(c, kind);
+  EXPECT_NE(r.plan.kernel.find("_e4m3kv"), std::string::npos) << r.plan.kernel;
+  expect_gpu_matches(r);
+}
+
+TEST(PortableDecodeFp8, EachScaleKindAndLayout) {
+  uint64_t seed = 4000;
+  for (Fp8Scale kind : kKinds)
+    for (KvKind kv : {KvKind::kContiguous, KvKind::kRagged, KvKind::kPaged}) {
+      AttnCase c = gqa_decode_case(3, 1, 1, ++seed);
+      c.kv = kv;
+      c.seqlens_k = kv == KvKind::kContiguous ? std::vector<int>{700, 700, 700}
+                                              : std::vector<int>{1013, 1, 300};
+      c.ragged_q = kv == KvKind::kRagged;
+      if (kv == KvKind::kContiguous && kind == Fp8Scale::kHead) c.kv = KvKind::kSeqused;
+      check_fp8(c, kind);
+    }
+}
+
+TEST(PortableDecodeFp8, HeadDimsDtypesAndGroups) {
+  uint64_t seed = 4100;
+  for (int d : {64, 128, 256})
+    for (DType dt : {DType::kBFloat16, DType::kFloat16})
+      for (int group : {1, 4, 8, 16}) {
+        AttnCase c = gqa_case(2, 1, 1, ++seed, 2 * group, 2);
+        c.dqk = c.dv = d;
+        c.dtype = dt;
+        c.kv = KvKind::kPaged;
+        c.seqlens_k = {517, 64};
+        check_fp8(c, group == 8 ? Fp8Scale::kHead : Fp8Scale::kToken);
+      }
+}
+
+TEST(PortableDecodeFp8, PageSizesSplitsAndUnevenLengths) {
+  uint64_t seed = 4200;
+  for (int ps : {1, 16, 48, 64})
+    for (int splits : {1, 3, 7}) {
+      AttnCase c = gqa_decode_case(4, 1, 1, ++seed);
+      c.kv = KvKind::kPaged;
+      c.page_size = ps;
+      c.seqlens_k = {2049, 1, 96, 700};
+      c.num_splits = splits;
+      c.invalid_page_padding = true;
+      for (Fp8Scale kind : {Fp8Scale::kHead, Fp8Scale::kToken}) {
+        SCOPED_TRACE("splits " + std::to_string(splits));
+        GpuRun r = run_fp8(c, kind);
+        EXPECT_EQ(r.plan.num_splits, splits);
+        expect_gpu_matches(r);
+      }
+    }
+}
+
+TEST(PortableDecodeFp8, MasksModsSinksAndSpeculativeTokens) {
+  uint64_t seed = 4300;
+  for (int variant = 0; variant < 6; ++variant) {
+    AttnCase c = gqa_decode_case(2, 1, 901, ++seed);
+    c.kv = KvKind::kPaged;
+    switch (variant) {
+      case 0: c.softcap = 30.f; break;
+      case 1: c.alibi = true; break;
+      case 2: c.sinks = true; c.mask = Mask::sliding_window(100, 0); break;
+      case 3: c.seqlens_q = {4, 4}; c.mask = Mask::causal(); break;  // 16 rows
+      case 4: c.seqlens_q = {8, 8}; c.mask = Mask::causal(); c.sinks = true; break;  // 32 rows
+      case 5: c.strided = true; c.kv = KvKind::kContiguous; break;  // padded rows
+    }
+    for (int splits : {1, 4}) {
+      c.num_splits = splits;
+      for (Fp8Scale kind : kKinds) check_fp8(c, kind);
+    }
+  }
+}
+
+TEST(PortableDecodeFp8, BitIdenticalReruns) {
+  for (int splits : {1, 7}) {
+    AttnCase c = gqa_decode_case(2, 2, 2000, 4400 + splits);
+    c.kv = KvKind::kPaged;
+    c.mask = Mask::causal();
+    c.num_splits = splits;
+    SCOPED_TRACE("splits " + std::to_string(splits));
+    GpuRun r = run_fp8(c, Fp8Scale::kToken);
+    expect_rerun_bit_identical(r, portable_opts());
+  }
+}
+
+TEST(PortableDecodeFp8, ShapesTheDecodeKernelDoesNotHoldAreRefused) {
+  for (int variant = 0; variant < 2; ++variant) {
+    AttnCase c = gqa_decode_case(1, variant == 0 ? 64 : 1, 128, 4500);
+    if (variant == 1) c.dqk = c.dv = 96;
+    AttnData h = make_attn_data(c);
+    make_fp8_kv(h, Fp8Scale::kHead, 1);
+    AttnData d = h.to(cuda());
+    AttentionPlan plan;
+    ExecOptions auto_opts;  // the sm90 backend refuses FP8 caches too
+    const Status s = plan_attention(d.args(), auto_opts, &plan);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+    EXPECT_NE(s.message().find("FP8 KV cache in its decode kernel only"), std::string::npos)
+        << s.message();
+  }
+}
+
+}  // namespace
+}  // namespace attnkit::test
