@@ -19,12 +19,10 @@
 
 #include <cstdint>
 
+#include "cuda/attention/portable/decode_fp8_layout.h"
 #include "cuda/common/mma_sm80.cuh"
 
 namespace attnkit::gpu {
-
-// The shared-memory pair slot (0..7) of Q's dim pair w (dims 2w, 2w+1) within a 16-dim slab.
-__host__ __device__ constexpr int q_pair_slot(int w) { return (w & 1) ? 4 + (w >> 1) : (w >> 1); }
 
 // Two e4m3 values (low byte first) widened to two T values, exactly.
 template <typename T>
@@ -67,7 +65,7 @@ __device__ __forceinline__ void fp8_v_pairs(uint32_t lo, uint32_t hi, float2 s_l
                                             uint32_t (&even)[2], uint32_t (&odd)[2]) {
   // bytes (key 2t dim 2g, key 2t dim 2g+1, key 2t+1 dim 2g, key 2t+1 dim 2g+1) ->
   // (key 2t dim 2g, key 2t+1 dim 2g | key 2t dim 2g+1, key 2t+1 dim 2g+1)
-  const uint32_t l = __byte_perm(lo, 0, 0x3120), h = __byte_perm(hi, 0, 0x3120);
+  const uint32_t l = __byte_perm(lo, 0, kFp8VPairSelector), h = __byte_perm(hi, 0, kFp8VPairSelector);
   if constexpr (kScaled) {
     even[0] = e4m3x2_scaled<T>(l, s_lo);
     even[1] = e4m3x2_scaled<T>(h, s_hi);

@@ -528,12 +528,15 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   const int mi = lane / 8, mr = lane % 8;
   // A (16 x 16 at rows r0, cols c0): matrices (r0, c0) (r0+8, c0) (r0, c0+8) (r0+8, c0+8).
   const uint32_t q_lane = smem_addr(sQ + ((mi & 1) * 8 + mr) * kQS + (mi >> 1) * 8);
-  // K as B (n x k row-major): (n0, k0) (n0, k0+8) (n0+8, k0) (n0+8, k0+8); FP8: k0+16 for k0+8,
-  // so that one x4 covers 32 dims (two k16 slabs) of 16 keys.
-  const int k_lane_off = (kh * 16 + (mi >> 1) * 8 + mr) * kKS + (mi & 1) * kCE;
-  // V as B via .trans (k x n row-major): (k0, n0) (k0+8, n0) (k0, n0+8) (k0+8, n0+8); FP8: n0+16
-  // for n0+8 (one x4 covers 32 dims).
-  const int v_lane_off = (kh * 16 + (mi & 1) * 8 + mr) * kVS + dh * kDvWarp + (mi >> 1) * kCE;
+  // K as B (n x k row-major): (n0, k0) (n0, k0+8) (n0+8, k0) (n0+8, k0+8); FP8: 16 keys x 32 dims
+  // (decode_fp8_layout.h).
+  const int k_lane_off = kFp8 ? (kh * 16 + fp8_k_lane_key(lane)) * kKS + fp8_k_lane_byte(lane)
+                              : (kh * 16 + (mi >> 1) * 8 + mr) * kKS + (mi & 1) * 8;
+  // V as B via .trans (k x n row-major): (k0, n0) (k0+8, n0) (k0, n0+8) (k0+8, n0+8); FP8: 16 keys
+  // x 32 dims (decode_fp8_layout.h).
+  const int v_lane_off =
+      kFp8 ? (kh * 16 + fp8_v_lane_key(lane)) * kVS + dh * kDvWarp + fp8_v_lane_byte(lane)
+           : (kh * 16 + (mi & 1) * 8 + mr) * kVS + dh * kDvWarp + (mi >> 1) * 8;
   // FP8: the scales of this KV head (per tensor / per KV head; 1 when per token, which the
   // stages carry). V's multiplies O at the end.
   float k_scale_head = 1.f, v_scale_head = 1.f;
@@ -755,7 +758,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     if constexpr (kFp8) {  // n-blocks 2c / 2c + 1: even / odd dims of chunk c
 #pragma unroll
       for (int c = 0; c < kDvWarp / 16; ++c) {
-        const int col = dh * kDvWarp + c * 16 + (lane % 4) * 4;
+        static_assert(fp8_o_dim(1, 0, 0) == 4 && fp8_o_dim(0, 0, 1) == 1 && fp8_o_dim(0, 1, 0) == 2,
+                      "the float4 below holds dims 4t .. 4t+3: (even, odd) x (e, e + 1)");
+        const int col = dh * kDvWarp + c * 16 + fp8_o_dim(lane % 4, 0, 0);
         const float* ev = acc[mt][2 * c];
         const float* od = acc[mt][2 * c + 1];
         *reinterpret_cast<float4*>(red_o + (kh * kRows + rr) * kDv + col) =
