@@ -60,7 +60,7 @@ bool visible(const Mask& m, int64_t p, int64_t j) {
 
 Status naive_attention(const AttentionArgs& a, std::vector<double>* o, std::vector<double>* lse) {
   for (const TensorView* t : {&a.q, &a.k, &a.v, &a.cu_seqlens_q, &a.cu_seqlens_k, &a.page_table,
-                              &a.seqused_k, &a.alibi_slopes, &a.sinks})
+                              &a.seqused_k, &a.alibi_slopes, &a.sinks, &a.k_scale, &a.v_scale})
     if (!on_host(*t)) return Status::Invalid("naive_attention reads host tensors only");
   if (!a.q.defined() || !a.k.defined() || !a.v.defined())
     return Status::Invalid("naive_attention needs q, k and v");
@@ -92,6 +92,13 @@ Status naive_attention(const AttentionArgs& a, std::vector<double>* o, std::vect
     if (ragged_k) return off(t, {cu_k[b] + j, hk});
     return off(t, {b, j, hk});
   };
+  // FP8 K / V: the scale of key j (per tensor [1], per KV head [Hkv], or per token: the cache's
+  // leading dims), else 1.
+  auto kv_scale = [&](const TensorView& sc, int64_t b, int64_t j, int64_t hk) -> double {
+    if (!sc.defined()) return 1.0;
+    if (sc.ndim == 1) return ref::load_float(sc, sc.shape[0] == 1 ? 0 : hk * sc.stride[0]);
+    return ref::load_float(sc, key_off(sc, b, j, hk));
+  };
 
   std::vector<double> qv(dqk), s, acc(dv);
   for (int64_t b = 0; b < batch; ++b) {
@@ -121,7 +128,7 @@ Status naive_attention(const AttentionArgs& a, std::vector<double>* o, std::vect
           double dot = 0;
           for (int64_t d = 0; d < dqk; ++d)
             dot += qv[d] * ref::load_float(a.k, k_off + d * a.k.stride_of(-1));
-          double x = dot * scale;
+          double x = dot * kv_scale(a.k_scale, b, j, hk) * scale;
           if (a.softcap > 0.f) x = a.softcap * std::tanh(x / a.softcap);
           if (a.alibi_slopes.defined())
             x -= ref::load_float(a.alibi_slopes, h * a.alibi_slopes.stride[0]) *
@@ -140,9 +147,10 @@ Status naive_attention(const AttentionArgs& a, std::vector<double>* o, std::vect
           if (s[j] == kNegInf) continue;
           const double w = std::exp(s[j] - m);
           denom += w;
+          const double wv = w * kv_scale(a.v_scale, b, j, hk);
           const int64_t v_off = key_off(a.v, b, j, hk);
           for (int64_t d = 0; d < dv; ++d)
-            acc[d] += w * ref::load_float(a.v, v_off + d * a.v.stride_of(-1));
+            acc[d] += wv * ref::load_float(a.v, v_off + d * a.v.stride_of(-1));
         }
         for (int64_t d = 0; d < dv; ++d) (*o)[(row * hq + h) * dv + d] = acc[d] / denom;
         if (lse) (*lse)[row * hq + h] = m + std::log(denom);
