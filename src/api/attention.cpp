@@ -4,6 +4,7 @@
 #include <string>
 
 #include "api/backends.h"
+#include "api/check.h"
 
 namespace attnkit {
 namespace {
@@ -71,39 +72,45 @@ Status run(const AttentionArgs& args, const AttnProblem& prob, const ExecOptions
 }  // namespace
 
 Status plan_attention(const AttentionArgs& args, const ExecOptions& opts, AttentionPlan* plan) {
-  if (plan == nullptr) return Status::Invalid("plan must not be null");
-  AttnProblem prob;
-  ATTNKIT_RETURN_IF_ERROR(detail::validate_attention(args, opts, &prob));
-  return plan_for(args, prob, opts, plan);
+  return detail::guard([&]() -> Status {
+    if (plan == nullptr) return Status::Invalid("plan must not be null");
+    AttnProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(detail::validate_attention(args, opts, &prob));
+    return plan_for(args, prob, opts, plan);
+  });
 }
 
 Status attention_forward(const AttentionArgs& args, const ExecOptions& opts,
                          const AttentionPlan* plan) {
-  AttnProblem prob;
-  ATTNKIT_RETURN_IF_ERROR(detail::validate_attention(args, opts, &prob));
-  AttentionPlan local;
-  if (plan == nullptr) {
-    ATTNKIT_RETURN_IF_ERROR(plan_for(args, prob, opts, &local));
-    plan = &local;
-  }
-  return run(args, prob, opts, *plan);
+  return detail::guard([&]() -> Status {
+    AttnProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(detail::validate_attention(args, opts, &prob));
+    AttentionPlan local;
+    if (plan == nullptr) {
+      ATTNKIT_RETURN_IF_ERROR(plan_for(args, prob, opts, &local));
+      plan = &local;
+    }
+    return run(args, prob, opts, *plan);
+  });
 }
 
 Status merge_states(const MergeStatesArgs& args, const ExecOptions& opts) {
-  detail::MergeProblem prob;
-  ATTNKIT_RETURN_IF_ERROR(detail::validate_merge_states(args, &prob));
-  if (prob.device.type == DeviceType::kCPU) {
-    if (opts.backend != Backend::kAuto && opts.backend != Backend::kCPU)
-      return Status::Invalid("merge_states: a CUDA backend needs tensors on a CUDA device");
-    return detail::cpu_merge_states(args, prob, opts);
-  }
-#ifdef ATTNKIT_WITH_CUDA
-  if (opts.backend == Backend::kCPU)
-    return Status::Invalid("merge_states: backend cpu needs host tensors");
-  return detail::cuda_merge_states(args, prob, opts);
-#else
-  return Status::Unsupported("this attnkit build has no CUDA support; tensors must be on the CPU");
-#endif
+  return detail::guard([&]() -> Status {
+    detail::MergeProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(detail::validate_merge_states(args, &prob));
+    if (prob.device.type == DeviceType::kCPU) {
+      if (opts.backend != Backend::kAuto && opts.backend != Backend::kCPU)
+        return Status::Invalid("merge_states: a CUDA backend needs tensors on a CUDA device");
+      return detail::cpu_merge_states(args, prob, opts);
+    }
+  #ifdef ATTNKIT_WITH_CUDA
+    if (opts.backend == Backend::kCPU)
+      return Status::Invalid("merge_states: backend cpu needs host tensors");
+    return detail::cuda_merge_states(args, prob, opts);
+  #else
+    return Status::Unsupported("this attnkit build has no CUDA support; tensors must be on the CPU");
+  #endif
+  });
 }
 
 }  // namespace attnkit

@@ -1,5 +1,6 @@
 #include "api/check.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "api/device_copy.h"
@@ -9,7 +10,8 @@ namespace attnkit::detail {
 std::string shape_str(const TensorView& t) {
   std::ostringstream os;
   os << "[";
-  for (int i = 0; i < t.ndim; ++i) os << (i ? ", " : "") << t.shape[i];
+  for (int i = 0; i < std::min(t.ndim, kMaxDims); ++i) os << (i ? ", " : "") << t.shape[i];
+  if (t.ndim > kMaxDims) os << ", ...";
   os << "]";
   return os.str();
 }
@@ -60,7 +62,11 @@ Status require_last_dim_contiguous(const TensorView& t, const char* name) {
   return Status::Ok();
 }
 
-Status require_non_negative_strides(const TensorView& t, const char* name) {
+Status require_valid_layout(const TensorView& t, const char* name) {
+  if (t.ndim < 0 || t.ndim > kMaxDims)
+    return Status::Invalid(std::string(name) + " has " + std::to_string(t.ndim) +
+                           " dimensions; at most " + std::to_string(kMaxDims) + " are supported");
+  int64_t numel = 1, last = 0;
   for (int i = 0; i < t.ndim; ++i) {
     if (t.shape[i] < 0)
       return Status::Invalid(std::string(name) + " has a negative size in dimension " +
@@ -68,11 +74,25 @@ Status require_non_negative_strides(const TensorView& t, const char* name) {
     if (t.stride[i] < 0)
       return Status::Invalid(std::string(name) + " has a negative stride in dimension " +
                              std::to_string(i));
+    if (t.shape[i] > kMaxExtent)
+      return Status::Invalid(std::string(name) + " has size " + std::to_string(t.shape[i]) +
+                             " in dimension " + std::to_string(i) + "; sizes must stay below 2^31");
+    // The element count and the largest offset stay below 2^62 (checked before each step).
+    constexpr int64_t kLimit = int64_t{1} << 62;
+    if (t.shape[i] > 0 && numel > kLimit / t.shape[i])
+      return Status::Invalid(std::string(name) + " has more than 2^62 elements");
+    numel *= t.shape[i];
+    if (t.shape[i] > 1 && t.stride[i] > (kLimit - last) / (t.shape[i] - 1))
+      return Status::Invalid(std::string(name) + " spans more than 2^62 elements");
+    if (t.shape[i] > 1) last += (t.shape[i] - 1) * t.stride[i];
   }
   return Status::Ok();
 }
 
 Status require_same_device(const TensorView& t, const char* name, const Device& dev) {
+  if (dev.type != DeviceType::kCPU && dev.type != DeviceType::kCUDA)
+    return Status::Invalid("the tensors are on an unknown device type (" +
+                           std::to_string(static_cast<int>(dev.type)) + "); cpu or cuda expected");
   if (!(t.device == dev))
     return Status::Invalid(std::string(name) + " is on " + t.describe() +
                            ", but the other tensors are on " +
@@ -105,7 +125,11 @@ Status require_data(const TensorView& t, const char* name) {
 
 Status read_int32(const TensorView& t, const char* name, void* stream, std::vector<int32_t>* out) {
   ATTNKIT_RETURN_IF_ERROR(require_dtype(t, name, {DType::kInt32}));
+  ATTNKIT_RETURN_IF_ERROR(require_valid_layout(t, name));
   const int64_t n = t.numel();
+  if (n > kMaxHostIndexElements)
+    return Status::Invalid(std::string(name) + " has " + std::to_string(n) +
+                           " elements, more than the 2^28 an index tensor may have");
   out->assign(static_cast<size_t>(n), 0);
   if (n == 0) return Status::Ok();
   // Copy the smallest span that covers every element, then gather with the strides.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api/gdn_backends.h"
+#include "api/check.h"
 
 namespace attnkit {
 namespace {
@@ -116,39 +117,51 @@ Status dispatch_decode(const GdnDecodeArgs& a, const GdnDecodeProblem& p,
 }  // namespace
 
 Status gdn_chunk_forward(const GdnChunkArgs& args, const ExecOptions& opts) {
-  GdnProblem prob;
-  ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_chunk(args, opts, &prob));
-  return dispatch_chunk_forward(args, prob, opts);
+  return detail::guard([&]() -> Status {
+    GdnProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_chunk(args, opts, &prob));
+    return dispatch_chunk_forward(args, prob, opts);
+  });
 }
 
 Status gdn_chunk_cumsum(const GdnCumsumArgs& args, const ExecOptions& opts) {
-  GdnProblem prob;
-  ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_cumsum(args, opts, &prob));
-  return dispatch_cumsum(args, prob, opts);
+  return detail::guard([&]() -> Status {
+    GdnProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_cumsum(args, opts, &prob));
+    return dispatch_cumsum(args, prob, opts);
+  });
 }
 
 Status gdn_kkt_inverse(const GdnKktInverseArgs& args, const ExecOptions& opts) {
-  GdnProblem prob;
-  ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_kkt_inverse(args, opts, &prob));
-  return dispatch_kkt_inverse(args, prob, opts);
+  return detail::guard([&]() -> Status {
+    GdnProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_kkt_inverse(args, opts, &prob));
+    return dispatch_kkt_inverse(args, prob, opts);
+  });
 }
 
 Status gdn_wu(const GdnWuArgs& args, const ExecOptions& opts) {
-  GdnProblem prob;
-  ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_wu(args, opts, &prob));
-  return dispatch_wu(args, prob, opts);
+  return detail::guard([&]() -> Status {
+    GdnProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_wu(args, opts, &prob));
+    return dispatch_wu(args, prob, opts);
+  });
 }
 
 Status gdn_state_pass(const GdnStateArgs& args, const ExecOptions& opts) {
-  GdnProblem prob;
-  ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_state_pass(args, opts, &prob));
-  return dispatch_state_pass(args, prob, opts);
+  return detail::guard([&]() -> Status {
+    GdnProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_state_pass(args, opts, &prob));
+    return dispatch_state_pass(args, prob, opts);
+  });
 }
 
 Status gdn_chunk_output(const GdnOutputArgs& args, const ExecOptions& opts) {
-  GdnProblem prob;
-  ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_output(args, opts, &prob));
-  return dispatch_output(args, prob, opts);
+  return detail::guard([&]() -> Status {
+    GdnProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_output(args, opts, &prob));
+    return dispatch_output(args, prob, opts);
+  });
 }
 
 Status gdn_num_chunks(const TensorView& q, const TensorView& cu_seqlens, int64_t* num_chunks) {
@@ -156,21 +169,25 @@ Status gdn_num_chunks(const TensorView& q, const TensorView& cu_seqlens, int64_t
 }
 
 Status gdn_decode_step(const GdnDecodeArgs& args, const ExecOptions& opts) {
-  GdnDecodeProblem prob;
-  ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_decode(args, opts, &prob));
-  return dispatch_decode(args, prob, opts);
+  return detail::guard([&]() -> Status {
+    GdnDecodeProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_decode(args, opts, &prob));
+    return dispatch_decode(args, prob, opts);
+  });
 }
 
 Status gdn_recurrent_forward(const GdnChunkArgs& args, const ExecOptions& opts) {
-  GdnProblem prob;
-  ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_chunk(args, opts, &prob));
-  bool cpu = false;
-  ATTNKIT_RETURN_IF_ERROR(route_cpu(prob.device, opts, "gdn_recurrent_forward", &cpu));
-  if (!cpu)
-    return Status::Unsupported(
-        "gdn_recurrent_forward is the CPU reference only; pass host tensors (use "
-        "gdn_chunk_forward on a GPU)");
-  return detail::cpu_gdn_recurrent_forward(args, prob, opts);
+  return detail::guard([&]() -> Status {
+    GdnProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_chunk(args, opts, &prob));
+    bool cpu = false;
+    ATTNKIT_RETURN_IF_ERROR(route_cpu(prob.device, opts, "gdn_recurrent_forward", &cpu));
+    if (!cpu)
+      return Status::Unsupported(
+          "gdn_recurrent_forward is the CPU reference only; pass host tensors (use "
+          "gdn_chunk_forward on a GPU)");
+    return detail::cpu_gdn_recurrent_forward(args, prob, opts);
+  });
 }
 
 }  // namespace attnkit

@@ -11,7 +11,7 @@ Status kv_scale_kind(const TensorView& s, const char* name, const TensorView& ca
   if (!s.defined())
     return Status::Invalid(std::string(name) + " is required with an fp8e4m3 cache");
   ATTNKIT_RETURN_IF_ERROR(require_dtype(s, name, {DType::kFloat32}));
-  ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(s, name));
+  ATTNKIT_RETURN_IF_ERROR(require_valid_layout(s, name));
   ATTNKIT_RETURN_IF_ERROR(require_same_device(s, name, dev));
   ATTNKIT_RETURN_IF_ERROR(require_data(s, name));
   if (s.ndim == cache.ndim - 1 && s.ndim > 1) {

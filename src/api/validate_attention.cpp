@@ -14,7 +14,7 @@ bool supported_head_dim(int64_t d) {
 }
 
 Status check_float_tensor(const TensorView& t, const char* name, const Device& dev) {
-  ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(t, name));
+  ATTNKIT_RETURN_IF_ERROR(require_valid_layout(t, name));
   ATTNKIT_RETURN_IF_ERROR(require_last_dim_contiguous(t, name));
   ATTNKIT_RETURN_IF_ERROR(require_same_device(t, name, dev));
   ATTNKIT_RETURN_IF_ERROR(require_data(t, name));
@@ -24,7 +24,7 @@ Status check_float_tensor(const TensorView& t, const char* name, const Device& d
 
 Status check_index_tensor(const TensorView& t, const char* name, const Device& dev) {
   ATTNKIT_RETURN_IF_ERROR(require_dtype(t, name, {DType::kInt32}));
-  ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(t, name));
+  ATTNKIT_RETURN_IF_ERROR(require_valid_layout(t, name));
   ATTNKIT_RETURN_IF_ERROR(require_same_device(t, name, dev));
   return require_data(t, name);
 }
@@ -32,7 +32,7 @@ Status check_index_tensor(const TensorView& t, const char* name, const Device& d
 Status check_head_vector(const TensorView& t, const char* name, int hq, const Device& dev) {
   ATTNKIT_RETURN_IF_ERROR(require_dtype(t, name, {DType::kFloat32}));
   ATTNKIT_RETURN_IF_ERROR(require_shape(t, name, {hq}));
-  ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(t, name));
+  ATTNKIT_RETURN_IF_ERROR(require_valid_layout(t, name));
   ATTNKIT_RETURN_IF_ERROR(require_same_device(t, name, dev));
   return require_data(t, name);
 }
@@ -147,7 +147,7 @@ Status validate_attention(const AttentionArgs& a, const ExecOptions& opts, AttnP
   p->has_lse = a.lse.defined();
   if (p->has_lse) {
     ATTNKIT_RETURN_IF_ERROR(require_dtype(a.lse, "lse", {DType::kFloat32}));
-    ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(a.lse, "lse"));
+    ATTNKIT_RETURN_IF_ERROR(require_valid_layout(a.lse, "lse"));
     ATTNKIT_RETURN_IF_ERROR(require_same_device(a.lse, "lse", dev));
     ATTNKIT_RETURN_IF_ERROR(require_data(a.lse, "lse"));
     if (p->q_ragged)
@@ -258,7 +258,7 @@ Status validate_merge_states(const MergeStatesArgs& a, MergeProblem* p) {
   ATTNKIT_RETURN_IF_ERROR(require_shape(a.lse_parts, "lse_parts", {p->n, p->t, p->h}));
   ATTNKIT_RETURN_IF_ERROR(require_shape(a.o, "o", {p->t, p->h, p->d}));
   for (auto [t, n] : {std::pair{&a.o_parts, "o_parts"}, {&a.lse_parts, "lse_parts"}, {&a.o, "o"}}) {
-    ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(*t, n));
+    ATTNKIT_RETURN_IF_ERROR(require_valid_layout(*t, n));
     ATTNKIT_RETURN_IF_ERROR(require_same_device(*t, n, dev));
     ATTNKIT_RETURN_IF_ERROR(require_data(*t, n));
   }
@@ -267,7 +267,7 @@ Status validate_merge_states(const MergeStatesArgs& a, MergeProblem* p) {
   if (a.lse.defined()) {
     ATTNKIT_RETURN_IF_ERROR(require_dtype(a.lse, "lse", {DType::kFloat32}));
     ATTNKIT_RETURN_IF_ERROR(require_shape(a.lse, "lse", {p->t, p->h}));
-    ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(a.lse, "lse"));
+    ATTNKIT_RETURN_IF_ERROR(require_valid_layout(a.lse, "lse"));
     ATTNKIT_RETURN_IF_ERROR(require_same_device(a.lse, "lse", dev));
     ATTNKIT_RETURN_IF_ERROR(require_data(a.lse, "lse"));
   }

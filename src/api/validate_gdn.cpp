@@ -42,7 +42,7 @@ Status require_inner(const TensorView& t, const char* name, Inner inner) {
 
 Status check_layout(const TensorView& t, const char* name, const Device& dev,
                     Inner inner = Inner::kLast) {
-  ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(t, name));
+  ATTNKIT_RETURN_IF_ERROR(require_valid_layout(t, name));
   ATTNKIT_RETURN_IF_ERROR(require_inner(t, name, inner));
   ATTNKIT_RETURN_IF_ERROR(require_same_device(t, name, dev));
   return require_data(t, name);
@@ -102,7 +102,7 @@ Status init_layout(const TensorView& base, const char* base_name, const TensorVi
   }
   ATTNKIT_RETURN_IF_ERROR(require_dtype(cu, "cu_seqlens", {DType::kInt32}));
   ATTNKIT_RETURN_IF_ERROR(require_rank(cu, "cu_seqlens", 1));
-  ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(cu, "cu_seqlens"));
+  ATTNKIT_RETURN_IF_ERROR(require_valid_layout(cu, "cu_seqlens"));
   ATTNKIT_RETURN_IF_ERROR(require_same_device(cu, "cu_seqlens", p->device));
   ATTNKIT_RETURN_IF_ERROR(require_data(cu, "cu_seqlens"));
   if (cu.shape[0] < 1) return Status::Invalid("cu_seqlens must have N+1 >= 1 entries");
@@ -348,7 +348,7 @@ Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnD
   ATTNKIT_RETURN_IF_ERROR(require_defined(a.state_indices, "state_indices"));
   ATTNKIT_RETURN_IF_ERROR(require_dtype(a.state_indices, "state_indices", {DType::kInt32}));
   ATTNKIT_RETURN_IF_ERROR(require_shape(a.state_indices, "state_indices", {p->N}));
-  ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(a.state_indices, "state_indices"));
+  ATTNKIT_RETURN_IF_ERROR(require_valid_layout(a.state_indices, "state_indices"));
   ATTNKIT_RETURN_IF_ERROR(require_same_device(a.state_indices, "state_indices", dev));
   ATTNKIT_RETURN_IF_ERROR(require_data(a.state_indices, "state_indices"));
   p->use_qk_l2norm = a.use_qk_l2norm;

@@ -11,7 +11,7 @@ namespace {
 
 Status check_array(const TensorView& t, const char* name, const Device& dev, int rank) {
   ATTNKIT_RETURN_IF_ERROR(require_rank(t, name, rank));
-  ATTNKIT_RETURN_IF_ERROR(require_non_negative_strides(t, name));
+  ATTNKIT_RETURN_IF_ERROR(require_valid_layout(t, name));
   ATTNKIT_RETURN_IF_ERROR(require_same_device(t, name, dev));
   return require_data(t, name);
 }
