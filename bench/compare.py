@@ -20,7 +20,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-SETS = ("default", "fa3", "decode", "gdn")
+SETS = ("default", "fa3", "decode", "fp8kv", "gdn")
 ATTN_IMPLS = [("cudnn", "cuDNN"), ("torch-flash(FA2)", "FA2")]
 
 
@@ -76,6 +76,10 @@ def anchor_args(sets):
         kinds.add("decode")
         dec_b |= {1, 16, 64}
         dec_l |= {1024, 8192, 32768}
+    if "fp8kv" in sets:  # attnkit's bf16 and e4m3 caches beside the anchors' bf16 decode
+        kinds.add("decode")
+        dec_b |= {1, 16, 64}
+        dec_l |= {8192, 32768}
     if kinds:
         attn = ["--kinds", ",".join(sorted(kinds | {"ceiling"}))]
         if dims:
