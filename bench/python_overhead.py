@@ -70,6 +70,10 @@ def main():
                              None, 0, a.keys, scale, -1, 0, 0, 0.0, 0, "auto", stream, False, 0,
                              None)
 
+    def bare_alloc():  # what any API that returns a new tensor adds: its allocation
+        torch.empty_like(out)
+        bare()
+
     def core():
         attnkit.attention(q, kc, vc, page_table=table, seqused_k=seqlens, max_seqlen_k=a.keys,
                           causal=True, out=out, plan=plan)
@@ -94,6 +98,7 @@ def main():
     rows = [
         ("bare: _C.attention_forward, plan given", bare),
         ("_C.attention_forward, planning each call", bare_unplanned),
+        ("bare + torch.empty_like(out) (allocation floor)", bare_alloc),
         ("attnkit.attention(out=, plan=): plan/run API", core),
         ("torch_ops.attention_impl (allocates out)", impl),
         ("flash_attn_with_kvcache (drop-in, eager)", drop_in),
