@@ -368,6 +368,100 @@ AttnTensors copy_attention(const AttnTensors& s, Device dev) {
   return t;
 }
 
+// ---------------------------------------------------------------- append_kv_cache
+
+std::string AppendCase::describe() const {
+  std::ostringstream os;
+  os << "t" << tokens << " pages" << pages << "x" << page_size << " hkv" << heads_kv << " d" << dim_k;
+  if (dim_v != dim_k) os << "/" << dim_v;
+  os << " " << to_string(dtype);
+  if (!cache_fp8.empty()) os << " cache-e4m3/" << cache_fp8;
+  if (hnd) os << " HND";
+  return os.str();
+}
+
+Status AppendCase::check() const {
+  if (tokens < 0 || pages < 1 || page_size < 1 || heads_kv < 1 || dim_k < 1 || dim_v < 1)
+    return Status::Invalid("append-kv: sizes must be >= 1 (tokens >= 0)");
+  if (tokens > pages * page_size)
+    return Status::Invalid("append-kv: --tokens must not exceed --pages x --page-size (each slot "
+                           "is written once)");
+  if (!cache_fp8.empty() && cache_fp8 != "tensor" && cache_fp8 != "head" && cache_fp8 != "token")
+    return Status::Invalid("--kv-fp8 must be tensor, head or token, not '" + cache_fp8 + "'");
+  return Status::Ok();
+}
+
+namespace {
+TensorView cache_view(const Buffer& b, const AppendCase& c, int64_t d) {
+  if (!c.hnd) return b.view();
+  const int64_t p = c.page_size, h = c.heads_kv;
+  return make_view(b.data(), b.dtype(), {c.pages, p, h, d}, {h * p * d, d, p * d, 1}, b.device());
+}
+}  // namespace
+
+AppendKvArgs AppendTensors::args(const AppendCase& c) const {
+  AppendKvArgs a;
+  a.k = k.view();
+  a.v = v.view();
+  a.slot_mapping = slots.view();
+  a.k_cache = cache_view(k_cache, c, c.dim_k);
+  a.v_cache = cache_view(v_cache, c, c.dim_v);
+  a.k_scale = view_or_none(k_scale);
+  a.v_scale = view_or_none(v_scale);
+  return a;
+}
+
+Status make_append(const AppendCase& c, Device dev, std::mt19937_64& rng, AppendTensors* t) {
+  ATTNKIT_RETURN_IF_ERROR(c.check());
+  *t = AppendTensors{};
+  const int64_t p = c.page_size, h = c.heads_kv;
+  const DType cache_dt = c.cache_fp8.empty() ? c.dtype : DType::kFloat8E4M3;
+  auto shape = [&](int64_t d) {
+    return c.hnd ? std::vector<int64_t>{c.pages, h, p, d} : std::vector<int64_t>{c.pages, p, h, d};
+  };
+  Buffer k(c.dtype, {c.tokens, h, c.dim_k}), v(c.dtype, {c.tokens, h, c.dim_v});
+  testkit::fill_normal(k, rng, 0.f, 3.f);
+  testkit::fill_normal(v, rng, 0.f, 0.5f);
+  Buffer kc(cache_dt, shape(c.dim_k)), vc(cache_dt, shape(c.dim_v));
+  testkit::fill_uniform(kc, rng, -2.f, 2.f);
+  testkit::fill_uniform(vc, rng, -2.f, 2.f);
+  std::vector<int32_t> slots(static_cast<size_t>(c.pages * p));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  slots.resize(static_cast<size_t>(c.tokens));
+  for (size_t i = 0; i < slots.size(); i += 5) slots[i] = -1;
+  Buffer sl(DType::kInt32, {c.tokens});
+  sl.from_int(slots);
+  if (!c.cache_fp8.empty()) {
+    const std::vector<int64_t> sshape = c.cache_fp8 == "tensor" ? std::vector<int64_t>{1}
+                                        : c.cache_fp8 == "head" ? std::vector<int64_t>{h}
+                                                                : std::vector<int64_t>{c.pages, p, h};
+    Buffer ks(DType::kFloat32, sshape), vs(DType::kFloat32, sshape);
+    testkit::fill_uniform(ks, rng, 0.004f, 0.02f);
+    testkit::fill_uniform(vs, rng, 0.001f, 0.004f);
+    t->k_scale = clone(ks, dev);
+    t->v_scale = clone(vs, dev);
+  }
+  t->k = clone(k, dev);
+  t->v = clone(v, dev);
+  t->slots = clone(sl, dev);
+  t->k_cache = clone(kc, dev);
+  t->v_cache = clone(vc, dev);
+  return Status::Ok();
+}
+
+AppendTensors copy_append(const AppendTensors& s, Device dev) {
+  AppendTensors t;
+  t.k = clone(s.k, dev);
+  t.v = clone(s.v, dev);
+  t.slots = clone(s.slots, dev);
+  t.k_cache = clone(s.k_cache, dev);
+  t.v_cache = clone(s.v_cache, dev);
+  t.k_scale = clone(s.k_scale, dev);
+  t.v_scale = clone(s.v_scale, dev);
+  return t;
+}
+
 // ---------------------------------------------------------------- merge_states
 
 std::string MergeCase::describe() const {

@@ -68,6 +68,29 @@ Status make_attention(const AttnCase& c, Device dev, Fill fill, std::mt19937_64&
 // The same inputs on another device, with freshly allocated (unpoisoned) outputs.
 AttnTensors copy_attention(const AttnTensors& src, Device dev);
 
+// ---------------------------------------------------------------- append_kv_cache
+struct AppendCase {
+  int64_t tokens = 37, pages = 8;
+  int page_size = 16, heads_kv = 4, dim_k = 128, dim_v = 128;
+  DType dtype = DType::kBFloat16;  // of the new k / v, and of the caches unless cache_fp8 is set
+  std::string cache_fp8;           // "", "tensor", "head" or "token": e4m3 caches, scales of that kind
+  bool hnd = false;                // caches stored [pages, Hkv, page, D], passed as NHD views
+  uint64_t seed = 1;
+
+  std::string describe() const;
+  Status check() const;
+};
+
+// New tokens with a shuffled slot mapping (every fifth slot -1, padding), caches and scales filled
+// with old values the op must keep where no slot names them.
+struct AppendTensors {
+  testkit::Buffer k, v, slots, k_cache, v_cache, k_scale, v_scale;
+  AppendKvArgs args(const AppendCase& c) const;
+};
+
+Status make_append(const AppendCase& c, Device dev, std::mt19937_64& rng, AppendTensors* t);
+AppendTensors copy_append(const AppendTensors& src, Device dev);
+
 // ---------------------------------------------------------------- merge_states
 struct MergeCase {
   int parts = 3;

@@ -292,12 +292,44 @@ Outcome check_gdn_decode(const GdnCase& c, const Mode& m) {
   return out;
 }
 
+// append_kv_cache writes caches (and per-token scales): every byte must equal the reference's.
+Outcome check_append(const AppendCase& c, const Mode& m) {
+  Outcome out;
+  std::mt19937_64 rng(c.seed);
+  AppendTensors host;
+  RUN_OR_FAIL("set-up", make_append(c, cpu(), rng, &host));
+  AppendTensors ref = copy_append(host, cpu());
+  const ExecOptions cpu_opts = opts_for(m, Backend::kCPU);
+  AppendTensors got;
+  if (m.naive) {
+    out.kernel = "append_kv_cache/cpu";
+    got = copy_append(host, cpu());
+    RUN_OR_FAIL("op", append_kv_cache(got.args(c), cpu_opts));
+    RUN_OR_FAIL("reference", testkit::naive_append_kv(ref.args(c)));
+  } else {
+    out.kernel = std::string("append_kv_cache/") + to_string(m.backend);
+    AppendTensors dev = copy_append(host, m.dev);
+    RUN_OR_FAIL("op", append_kv_cache(dev.args(c), opts_for(m, m.backend)));
+    RUN_OR_FAIL("op (synchronize)", gpu::synchronize());
+    got = copy_append(dev, cpu());
+    RUN_OR_FAIL("reference", append_kv_cache(ref.args(c), cpu_opts));
+  }
+  out.metrics.push_back(measure("k_cache", got.k_cache.to_float(), ref.k_cache.to_float(), kExact));
+  out.metrics.push_back(measure("v_cache", got.v_cache.to_float(), ref.v_cache.to_float(), kExact));
+  if (c.cache_fp8 == "token") {
+    out.metrics.push_back(measure("k_scale", got.k_scale.to_float(), ref.k_scale.to_float(), kExact));
+    out.metrics.push_back(measure("v_scale", got.v_scale.to_float(), ref.v_scale.to_float(), kExact));
+  }
+  return out;
+}
+
 Outcome run_case(const EdgeCase& e, const Mode& m) {
   switch (e.op) {
     case OpKind::kAttention: return check_attention(e.attn, m);
     case OpKind::kMerge: return check_merge(e.merge, m);
     case OpKind::kGdn: return check_gdn(e.gdn, m);
     case OpKind::kGdnDecode: return check_gdn_decode(e.gdn, m);
+    case OpKind::kAppendKv: return check_append(e.append, m);
   }
   return {};
 }
@@ -308,6 +340,7 @@ const char* op_name(OpKind k) {
     case OpKind::kMerge: return "merge";
     case OpKind::kGdn: return "gdn";
     case OpKind::kGdnDecode: return "gdn-decode";
+    case OpKind::kAppendKv: return "append-kv";
   }
   return "?";
 }
@@ -318,6 +351,7 @@ std::string describe(const EdgeCase& e) {
     case OpKind::kMerge: return e.merge.describe();
     case OpKind::kGdn: return e.gdn.describe(false);
     case OpKind::kGdnDecode: return e.gdn.describe(true);
+    case OpKind::kAppendKv: return e.append.describe();
   }
   return "";
 }
@@ -400,7 +434,7 @@ Flags make_flags() {
           "element must be written. Prints the kernel chosen, rel-L2, max-abs, NaN/unwritten count and\n"
           "PASS/FAIL with the tolerance used. Exit: 0 pass, 1 fail, 2 bad flags, 3 unsupported.");
   f.section("What to run")
-      .add("op", FlagType::kString, "attention", "attention | merge | gdn | gdn-decode")
+      .add("op", FlagType::kString, "attention", "attention | merge | gdn | gdn-decode | append-kv")
       .add("edge-shapes", FlagType::kBool, "", "run the DESIGN.md edge-shape list instead of one op")
       .add("allow-unsupported", FlagType::kBool, "",
            "with --edge-shapes: unsupported cases do not make the exit status non-zero")
@@ -448,6 +482,11 @@ Flags make_flags() {
       .add("initial-state", FlagType::kBool, "", "start from a random state")
       .add("l2norm", FlagType::kBool, "", "the op L2-normalises q and k (else inputs are unit-norm)")
       .add("pool", FlagType::kInt, "0", "gdn-decode: state-pool slots (0 = 2 x batch)");
+  f.section("Paged KV cache append (--op append-kv; also --page-size, --heads-kv, --dim-qk, --dim-v,\n"
+            "--dtype, --kv-fp8)")
+      .add("tokens", FlagType::kInt, "37", "new tokens (every fifth slot is -1, padding)")
+      .add("pages", FlagType::kInt, "8", "cache pages")
+      .add("hnd", FlagType::kBool, "", "caches stored [pages, Hkv, page, D], passed as NHD views");
   return f;
 }
 
@@ -585,8 +624,25 @@ int check_main(const std::vector<std::string>& args) {
   } else if (op == "gdn" || op == "gdn-decode") {
     e.op = op == "gdn" ? OpKind::kGdn : OpKind::kGdnDecode;
     st = build_gdn_case(f, e.op == OpKind::kGdnDecode, &e.gdn);
+  } else if (op == "append-kv") {
+    e.op = OpKind::kAppendKv;
+    AppendCase& a = e.append;
+    a.tokens = f.integer("tokens");
+    a.pages = f.integer("pages");
+    a.page_size = static_cast<int>(f.integer("page-size"));
+    a.heads_kv = static_cast<int>(int_or(f, "heads-kv", 4));
+    a.dim_k = static_cast<int>(f.integer("dim-qk"));
+    a.dim_v = static_cast<int>(int_or(f, "dim-v", a.dim_k));
+    a.cache_fp8 = f.str("kv-fp8");
+    a.hnd = f.boolean("hnd");
+    a.seed = static_cast<uint64_t>(f.integer("seed"));
+    if (!parse_dtype(f.str("dtype"), &a.dtype) || a.dtype == DType::kFloat32)
+      st = Status::Invalid("--dtype must be bf16 or fp16 for append-kv");
+    else
+      st = a.check();
   } else {
-    st = Status::Invalid("--op must be attention, merge, gdn or gdn-decode, got '" + op + "'");
+    st = Status::Invalid("--op must be attention, merge, gdn, gdn-decode or append-kv, got '" + op +
+                         "'");
   }
   if (!st.ok()) {
     std::fprintf(stderr, "attnkit check: %s\n", st.message().c_str());

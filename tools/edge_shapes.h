@@ -13,7 +13,7 @@
 
 namespace attnkit::cli {
 
-enum class OpKind { kAttention, kMerge, kGdn, kGdnDecode };
+enum class OpKind { kAttention, kMerge, kGdn, kGdnDecode, kAppendKv };
 
 struct EdgeCase {
   OpKind op = OpKind::kAttention;
@@ -21,6 +21,7 @@ struct EdgeCase {
   AttnCase attn;
   MergeCase merge;
   GdnCase gdn;
+  AppendCase append;
 };
 
 std::vector<EdgeCase> edge_cases();

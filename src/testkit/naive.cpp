@@ -58,6 +58,45 @@ bool visible(const Mask& m, int64_t p, int64_t j) {
 
 }  // namespace
 
+Status naive_append_kv(const AppendKvArgs& a) {
+  for (const TensorView* t : {&a.k, &a.v, &a.k_cache, &a.v_cache, &a.slot_mapping, &a.k_scale,
+                              &a.v_scale})
+    if (!on_host(*t)) return Status::Invalid("naive_append_kv reads host tensors only");
+  const std::vector<int64_t> slots = read_ints(a.slot_mapping);
+  const int64_t page = a.k_cache.shape[1], hkv = a.k_cache.shape[2];
+  const int64_t capacity = a.k_cache.shape[0] * page;
+  auto side = [&](const TensorView& x, const TensorView& cache, const TensorView& sc) {
+    const bool fp8 = cache.dtype == DType::kFloat8E4M3;
+    const int64_t d = cache.shape[3];
+    for (size_t t = 0; t < slots.size(); ++t) {
+      const int64_t s = slots[t];
+      if (s < 0 || s >= capacity) continue;
+      const int64_t pg = s / page, row = s % page;
+      for (int64_t h = 0; h < hkv; ++h) {
+        std::vector<float> v(static_cast<size_t>(d));
+        for (int64_t i = 0; i < d; ++i)
+          v[i] = ref::load_float(x, off(x, {static_cast<int64_t>(t), h, i}));
+        float scale = 1.f;
+        if (fp8) {
+          const bool token = sc.ndim == 3, tensor = sc.ndim == 1 && sc.shape[0] == 1;
+          const int64_t so = token ? off(sc, {pg, row, h}) : tensor ? 0 : h * sc.stride[0];
+          if (token) {
+            float amax = 0.f;
+            for (float e : v) amax = std::max(amax, std::fabs(e));
+            ref::store_float(sc, so, amax > 0.f ? amax / 448.f : 1.f);
+          }
+          scale = ref::load_float(sc, so);
+        }
+        for (int64_t i = 0; i < d; ++i)
+          ref::store_float(cache, off(cache, {pg, row, h, i}), fp8 ? v[i] / scale : v[i]);
+      }
+    }
+  };
+  side(a.k, a.k_cache, a.k_scale);
+  side(a.v, a.v_cache, a.v_scale);
+  return Status::Ok();
+}
+
 Status naive_attention(const AttentionArgs& a, std::vector<double>* o, std::vector<double>* lse) {
   for (const TensorView* t : {&a.q, &a.k, &a.v, &a.cu_seqlens_q, &a.cu_seqlens_k, &a.page_table,
                               &a.seqused_k, &a.alibi_slopes, &a.sinks, &a.k_scale, &a.v_scale})

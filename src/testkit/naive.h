@@ -8,6 +8,7 @@
 
 #include "attnkit/attention.h"
 #include "attnkit/gdn.h"
+#include "attnkit/kv_cache.h"
 
 namespace attnkit::testkit {
 
@@ -18,6 +19,11 @@ Status naive_attention(const AttentionArgs& args, std::vector<double>* o, std::v
 // merge_states from its definition.
 Status naive_merge_states(const MergeStatesArgs& args, std::vector<double>* o,
                           std::vector<double>* lse);
+
+// append_kv_cache from its definition (kv_cache.h), in place on host tensors: token t with slot
+// s >= 0 goes to page s / page_size, row s % page_size; e4m3 caches store x / scale rounded to
+// nearest even and saturated, with a per-token scale written first as max|x| / 448 (1 if 0).
+Status naive_append_kv(const AppendKvArgs& args);
 
 // Gated DeltaNet token by token in fp64 (the recurrence in gdn.h). final_state: [N, HV, K, V].
 Status naive_gdn(const GdnChunkArgs& args, std::vector<double>* o, std::vector<double>* final_state);
