@@ -58,6 +58,8 @@ struct AttnCase {
   // rounding steps would otherwise exceed the max-abs bound of the comparison).
   float v_scale = 1.f;
   bool strided = false;   // q/k/v/o rows padded and lse transposed, to exercise strides
+  int row_pad = 8;        // strided: elements of padding per row (8 keep 16-bit rows 16-byte
+                          // aligned; an FP8 cache needs 16)
   bool v_strided_apart = false;  // V rows padded 8 elements more than K's: K and V strided apart
   int q_tail_rows = 0;    // ragged q: rows past cu_seqlens_q[B] that belong to no sequence
   bool invalid_page_padding = false;  // page_table entries past the used pages are -1
@@ -215,7 +217,7 @@ inline AttnData make_attn_data(const AttnCase& c) {
   std::mt19937_64 rng(c.seed);
   AttnData d;
   d.c = c;
-  const int64_t pad = c.strided ? 8 : 0;  // 8 elements keep 16-byte row alignment for 16-bit types
+  const int64_t pad = c.strided ? c.row_pad : 0;
   auto make = [&](std::vector<int64_t> shape) {
     return c.strided ? padded_rows(c.dtype, std::move(shape), pad) : whole(c.dtype, std::move(shape));
   };

@@ -85,7 +85,7 @@ TEST(PortableDecodeFp8, MasksModsSinksAndSpeculativeTokens) {
       case 2: c.sinks = true; c.mask = Mask::sliding_window(100, 0); break;
       case 3: c.seqlens_q = {4, 4}; c.mask = Mask::causal(); break;  // 16 rows
       case 4: c.seqlens_q = {8, 8}; c.mask = Mask::causal(); c.sinks = true; break;  // 32 rows
-      case 5: c.strided = true; c.kv = KvKind::kContiguous; break;  // padded rows
+      case 5: c.strided = true; c.row_pad = 16; c.kv = KvKind::kContiguous; break;  // padded rows
     }
     for (int splits : {1, 4}) {
       c.num_splits = splits;
