@@ -1,0 +1,143 @@
+// libFuzzer target over attention_forward on the CPU backend: the input bytes choose shapes,
+// layouts (contiguous, seqused, ragged, paged), dtypes (FP8 caches and their scale kinds too),
+// padded strides, masks, options, and the raw contents of every index tensor (cu_seqlens, page
+// tables, seqused_k, unvalidated). Every tensor is its own heap allocation of exactly the span
+// its view claims, so AddressSanitizer reports any read or write outside it. The op must return
+// a Status (any code) and never crash. Built with -DATTNKIT_BUILD_FUZZERS=ON (clang); run by
+// scripts/fuzz.sh.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "attnkit/attention.h"
+
+namespace {
+
+struct Bytes {
+  const uint8_t* p;
+  size_t n;
+  uint8_t next() {
+    if (n == 0) return 0;
+    --n;
+    return *p++;
+  }
+  int pick(int hi) { return hi <= 0 ? 0 : next() % (hi + 1); }  // 0..hi
+};
+
+// One tensor: its own allocation of exactly the elements its strides reach.
+struct Owned {
+  std::vector<uint8_t> mem;
+  attnkit::TensorView view;
+};
+
+Owned make(attnkit::DType dt, std::vector<int64_t> shape, int64_t pad, Bytes& in) {
+  Owned o;
+  const int nd = static_cast<int>(shape.size());
+  std::vector<int64_t> stride(nd, 1);
+  for (int i = nd - 2; i >= 0; --i) stride[i] = stride[i + 1] * (shape[i + 1] + (i + 1 == nd - 1 ? pad : 0));
+  int64_t span = 1;
+  for (int i = 0; i < nd; ++i) {
+    if (shape[i] == 0) span = 0;
+    if (span) span += (shape[i] - 1) * stride[i];
+  }
+  const size_t es = attnkit::dtype_size(dt);
+  o.mem.resize(static_cast<size_t>(span) * es);
+  for (auto& b : o.mem) b = in.next() & (dt == attnkit::DType::kFloat8E4M3 ? 0x77 : 0x3f);
+  o.view.data = o.mem.empty() ? nullptr : o.mem.data();
+  o.view.dtype = dt;
+  o.view.ndim = nd;
+  for (int i = 0; i < nd; ++i) {
+    o.view.shape[i] = shape[i];
+    o.view.stride[i] = stride[i];
+  }
+  return o;
+}
+
+// An int32 index tensor with contents straight from the input (small values, some negative).
+Owned ints(std::vector<int64_t> shape, Bytes& in) {
+  Owned o = make(attnkit::DType::kInt32, std::move(shape), 0, in);
+  auto* v = reinterpret_cast<int32_t*>(o.mem.data());
+  for (size_t i = 0; i < o.mem.size() / 4; ++i) v[i] = static_cast<int8_t>(in.next()) / 2;
+  return o;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace attnkit;
+  Bytes in{data, size};
+  const int layout = in.pick(3);  // contiguous, seqused, ragged, paged
+  const int batch = 1 + in.pick(2), sq = in.pick(5), sk = in.pick(40);
+  const int hkv = 1 + in.pick(2), hq = hkv * (1 + in.pick(2));
+  const int d = in.pick(1) ? 64 : 32;
+  const DType dt = in.pick(2) == 0 ? DType::kFloat32 : in.pick(1) ? DType::kBFloat16 : DType::kFloat16;
+  const bool fp8 = dt != DType::kFloat32 && in.pick(3) == 0;
+  const DType kvt = fp8 ? DType::kFloat8E4M3 : dt;
+  const int64_t pad = in.pick(1) ? 8 : 0;
+  const bool ragged_q = layout == 2 && in.pick(1);
+
+  Owned q, k, v, o, lse, cu_q, cu_k, table, used, ks, vs, sinks, alibi;
+  const int total_q = ragged_q ? in.pick(12) : 0;
+  q = ragged_q ? make(dt, {total_q, hq, d}, pad, in) : make(dt, {batch, sq, hq, d}, pad, in);
+  o = ragged_q ? make(dt, {total_q, hq, d}, pad, in) : make(dt, {batch, sq, hq, d}, pad, in);
+  if (in.pick(1))
+    lse = ragged_q ? make(DType::kFloat32, {total_q, hq}, 0, in)
+                   : make(DType::kFloat32, {batch, sq, hq}, 0, in);
+  if (ragged_q) cu_q = ints({batch + 1}, in);
+  std::vector<int64_t> kv_shape;
+  if (layout <= 1) {
+    kv_shape = {batch, sk, hkv, d};
+    if (layout == 1) used = ints({batch}, in);
+  } else if (layout == 2) {
+    kv_shape = {sk, hkv, d};
+    cu_k = ints({batch + 1}, in);
+  } else {
+    const int page = 1 + in.pick(7), pages = 1 + in.pick(6);
+    kv_shape = {pages, page, hkv, d};
+    table = ints({batch, 1 + in.pick(5)}, in);
+    used = ints({batch}, in);
+  }
+  k = make(kvt, kv_shape, pad, in);
+  v = make(kvt, kv_shape, 0, in);
+  if (fp8) {
+    const int kind = in.pick(2);
+    std::vector<int64_t> sshape = kind == 0 ? std::vector<int64_t>{1}
+                                  : kind == 1 ? std::vector<int64_t>{hkv}
+                                              : std::vector<int64_t>(kv_shape.begin(), kv_shape.end() - 1);
+    ks = make(DType::kFloat32, sshape, 0, in);
+    vs = make(DType::kFloat32, sshape, 0, in);
+  }
+  if (in.pick(3) == 0) sinks = make(DType::kFloat32, {hq}, 0, in);
+  if (in.pick(3) == 0) alibi = make(DType::kFloat32, {hq}, 0, in);
+
+  AttentionArgs a;
+  a.q = q.view;
+  a.k = k.view;
+  a.v = v.view;
+  a.o = o.view;
+  a.lse = lse.view;
+  a.cu_seqlens_q = cu_q.view;
+  a.cu_seqlens_k = cu_k.view;
+  a.page_table = table.view;
+  a.seqused_k = used.view;
+  a.k_scale = ks.view;
+  a.v_scale = vs.view;
+  a.sinks = sinks.view;
+  a.alibi_slopes = alibi.view;
+  a.mask = Mask{in.pick(8) - 1, in.pick(8) - 1, in.pick(3) * 4};
+  a.softcap = in.pick(3) == 0 ? 5.f : 0.f;
+  a.num_splits = in.pick(3);
+  a.max_seqlen_q = in.pick(8);
+  a.max_seqlen_k = in.pick(40);
+  ExecOptions opts;
+  opts.backend = Backend::kCPU;
+  opts.cpu_threads = 1;
+  const Status st = attention_forward(a, opts);
+  // ATTNKIT_FUZZ_REPORT=1: one status line per input (how many inputs get past validation).
+  static const bool report = std::getenv("ATTNKIT_FUZZ_REPORT") != nullptr;
+  if (report) std::fprintf(stderr, "status: %s\n", to_string(st.code()));
+  return 0;
+}
