@@ -411,45 +411,6 @@ AppendKvArgs AppendTensors::args(const AppendCase& c) const {
   return a;
 }
 
-Status make_append(const AppendCase& c, Device dev, std::mt19937_64& rng, AppendTensors* t) {
-  ATTNKIT_RETURN_IF_ERROR(c.check());
-  *t = AppendTensors{};
-  const int64_t p = c.page_size, h = c.heads_kv;
-  const DType cache_dt = c.cache_fp8.empty() ? c.dtype : DType::kFloat8E4M3;
-  auto shape = [&](int64_t d) {
-    return c.hnd ? std::vector<int64_t>{c.pages, h, p, d} : std::vector<int64_t>{c.pages, p, h, d};
-  };
-  Buffer k(c.dtype, {c.tokens, h, c.dim_k}), v(c.dtype, {c.tokens, h, c.dim_v});
-  testkit::fill_normal(k, rng, 0.f, 3.f);
-  testkit::fill_normal(v, rng, 0.f, 0.5f);
-  Buffer kc(cache_dt, shape(c.dim_k)), vc(cache_dt, shape(c.dim_v));
-  testkit::fill_uniform(kc, rng, -2.f, 2.f);
-  testkit::fill_uniform(vc, rng, -2.f, 2.f);
-  std::vector<int32_t> slots(static_cast<size_t>(c.pages * p));
-  std::iota(slots.begin(), slots.end(), 0);
-  std::shuffle(slots.begin(), slots.end(), rng);
-  slots.resize(static_cast<size_t>(c.tokens));
-  for (size_t i = 0; i < slots.size(); i += 5) slots[i] = -1;
-  Buffer sl(DType::kInt32, {c.tokens});
-  sl.from_int(slots);
-  if (!c.cache_fp8.empty()) {
-    const std::vector<int64_t> sshape = c.cache_fp8 == "tensor" ? std::vector<int64_t>{1}
-                                        : c.cache_fp8 == "head" ? std::vector<int64_t>{h}
-                                                                : std::vector<int64_t>{c.pages, p, h};
-    Buffer ks(DType::kFloat32, sshape), vs(DType::kFloat32, sshape);
-    testkit::fill_uniform(ks, rng, 0.004f, 0.02f);
-    testkit::fill_uniform(vs, rng, 0.001f, 0.004f);
-    t->k_scale = clone(ks, dev);
-    t->v_scale = clone(vs, dev);
-  }
-  t->k = clone(k, dev);
-  t->v = clone(v, dev);
-  t->slots = clone(sl, dev);
-  t->k_cache = clone(kc, dev);
-  t->v_cache = clone(vc, dev);
-  return Status::Ok();
-}
-
 AppendTensors copy_append(const AppendTensors& s, Device dev) {
   AppendTensors t;
   t.k = clone(s.k, dev);
@@ -460,6 +421,42 @@ AppendTensors copy_append(const AppendTensors& s, Device dev) {
   t.k_scale = clone(s.k_scale, dev);
   t.v_scale = clone(s.v_scale, dev);
   return t;
+}
+
+Status make_append(const AppendCase& c, Device dev, std::mt19937_64& rng, AppendTensors* t) {
+  ATTNKIT_RETURN_IF_ERROR(c.check());
+  AppendTensors h;  // made on the host, then copied to dev
+  const int64_t p = c.page_size, hkv = c.heads_kv;
+  const DType cache_dt = c.cache_fp8.empty() ? c.dtype : DType::kFloat8E4M3;
+  auto shape = [&](int64_t d) {
+    return c.hnd ? std::vector<int64_t>{c.pages, hkv, p, d} : std::vector<int64_t>{c.pages, p, hkv, d};
+  };
+  h.k = Buffer(c.dtype, {c.tokens, hkv, c.dim_k});
+  h.v = Buffer(c.dtype, {c.tokens, hkv, c.dim_v});
+  testkit::fill_normal(h.k, rng, 0.f, 3.f);
+  testkit::fill_normal(h.v, rng, 0.f, 0.5f);
+  h.k_cache = Buffer(cache_dt, shape(c.dim_k));
+  h.v_cache = Buffer(cache_dt, shape(c.dim_v));
+  testkit::fill_uniform(h.k_cache, rng, -2.f, 2.f);
+  testkit::fill_uniform(h.v_cache, rng, -2.f, 2.f);
+  std::vector<int32_t> slots(static_cast<size_t>(c.pages * p));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  slots.resize(static_cast<size_t>(c.tokens));
+  for (size_t i = 0; i < slots.size(); i += 5) slots[i] = -1;
+  h.slots = Buffer(DType::kInt32, {c.tokens});
+  h.slots.from_int(slots);
+  if (!c.cache_fp8.empty()) {
+    const std::vector<int64_t> sshape = c.cache_fp8 == "tensor" ? std::vector<int64_t>{1}
+                                        : c.cache_fp8 == "head" ? std::vector<int64_t>{hkv}
+                                                                : std::vector<int64_t>{c.pages, p, hkv};
+    h.k_scale = Buffer(DType::kFloat32, sshape);
+    h.v_scale = Buffer(DType::kFloat32, sshape);
+    testkit::fill_uniform(h.k_scale, rng, 0.004f, 0.02f);
+    testkit::fill_uniform(h.v_scale, rng, 0.001f, 0.004f);
+  }
+  *t = copy_append(h, dev);
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------- merge_states
