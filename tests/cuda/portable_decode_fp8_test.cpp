@@ -24,6 +24,7 @@ void check_fp8(const AttnCase& c, Fp8Scale kind) {
   SCOPED_TRACE(c.str() + " " + to_string(kind));
   GpuRun r = run_fp8(c, kind);
   EXPECT_NE(r.plan.kernel.find("_e4m3kv"), std::string::npos) << r.plan.kernel;
+  EXPECT_EQ(r.plan.kernel.find("+l2stream"), std::string::npos) << r.plan.kernel;
   expect_gpu_matches(r);
 }
 
@@ -104,6 +105,21 @@ TEST(PortableDecodeFp8, BitIdenticalReruns) {
     GpuRun r = run_fp8(c, Fp8Scale::kToken);
     expect_rerun_bit_identical(r, portable_opts());
   }
+}
+
+// The FP8 variants have no L2-streaming twin (decode_launch.cuh): a plan naming one is refused.
+TEST(PortableDecodeFp8, PlanNamingAnL2StreamTwinIsRefused) {
+  AttnCase c = gqa_decode_case(2, 1, 1, 4450);
+  c.kv = KvKind::kPaged;
+  AttnData h = make_attn_data(c);
+  make_fp8_kv(h, Fp8Scale::kHead, 1);
+  AttnData d = h.to(cuda());
+  AttentionPlan plan;
+  ASSERT_TRUE(plan_attention(d.args(), portable_opts(), &plan).ok());
+  plan.kernel = plan.kernel.substr(0, plan.kernel.find('+')) + "+l2stream";
+  const Status s = attention_forward(d.args(), portable_opts(), &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  EXPECT_NE(s.message().find("L2-streaming twin"), std::string::npos) << s.message();
 }
 
 TEST(PortableDecodeFp8, ShapesTheDecodeKernelDoesNotHoldAreRefused) {

@@ -50,8 +50,6 @@ ATTNKIT_PORTABLE_DECODE_LIST(ATTNKIT_DECLARE_PORTABLE_DECODE)
 #undef ATTNKIT_DECLARE_PORTABLE_DECODE
 #define ATTNKIT_DECLARE_PORTABLE_DECODE_FP8(DQK, DV, DT, MASK, MOD, ROWS)                     \
   Status portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_e4m3kv(             \
-      const FwdParams& p, void* stream);                                                        \
-  Status portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_e4m3kv_l2stream(    \
       const FwdParams& p, void* stream);
 ATTNKIT_PORTABLE_DECODE_FP8_LIST(ATTNKIT_DECLARE_PORTABLE_DECODE_FP8)
 #undef ATTNKIT_DECLARE_PORTABLE_DECODE_FP8

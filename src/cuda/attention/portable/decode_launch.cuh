@@ -92,8 +92,10 @@ Status launch_portable_decode_for(const FwdParams& p, void* stream) {
 
 // Defines portable_decode_<dqk>_<dv>_<dtype>_<mask>_<mod>_r<rows>: the decode kernel for up to
 // `rows` (16 or 32) query rows (tokens x GQA group) per KV head, and the same with its K/V read
-// evict-first in L2 (suffix _l2stream; decode_l2_stream in planner.h picks). The _FP8 forms
-// define the same over an e4m3 KV cache (suffix _e4m3kv before _l2stream).
+// evict-first in L2 (suffix _l2stream; decode_l2_stream in planner.h picks). The _FP8 form
+// defines the first over an e4m3 KV cache (suffix _e4m3kv); it has no _l2stream twin because
+// ptxas 13.0 compiles its cache-hinted copies into an LDGSTS that traps as an illegal
+// instruction on sm_90a.
 #define ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS) \
   portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS
 #define ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS) \
@@ -102,8 +104,6 @@ Status launch_portable_decode_for(const FwdParams& p, void* stream) {
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_fp16 __half
 #define ATTNKIT_PORTABLE_DECODE_FN_FP8(DQK, DV, DT, MASK, MOD, ROWS) \
   portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_e4m3kv
-#define ATTNKIT_PORTABLE_DECODE_FN_FP8_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS) \
-  portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_e4m3kv_l2stream
 #define ATTNKIT_PORTABLE_DECODE_TILE(DQK, DV, MASK, MOD, ROWS, L2, SPLIT_CONTIGUOUS, FP8)         \
   DecodeTile<DQK, DV, (ROWS) / 16,                                                                \
              decode_key_groups<DQK, DV, (ROWS) / 16,                                              \
@@ -132,11 +132,6 @@ Status launch_portable_decode_for(const FwdParams& p, void* stream) {
   Status ATTNKIT_PORTABLE_DECODE_FN_FP8(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,        \
                                                                        void* stream) {           \
     return ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, KvL2Normal, true)(p,      \
-                                                                                       stream);  \
-  }                                                                                               \
-  Status ATTNKIT_PORTABLE_DECODE_FN_FP8_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS)(                  \
-      const FwdParams& p, void* stream) {                                                         \
-    return ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, KvL2Stream, true)(p,      \
                                                                                        stream);  \
   }                                                                                               \
   }

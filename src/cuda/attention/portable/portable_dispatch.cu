@@ -36,7 +36,8 @@ struct Variant {
   bool kv_fp8;      // decode kernel over an e4m3 KV cache
   const char* name;
   Status (*launch)(const FwdParams&, void*);
-  // Decode: the same kernel reading K/V evict-first in L2 (decode_l2_stream; plan suffix below).
+  // Decode: the same kernel reading K/V evict-first in L2 (decode_l2_stream; plan suffix below);
+  // null where there is no such twin (the FP8 variants, decode_launch.cuh says why).
   Status (*launch_l2stream)(const FwdParams&, void*);
   // Prefill: the shared memory the regular tiles need, and the launcher of the tiles that fit
   // gpu::kCompactSmemBytes (for devices that grant less than smem_bytes; plan suffix below).
@@ -72,8 +73,7 @@ constexpr Policy policy_of(const char* mask, const char* mod) {
 #define ATTNKIT_DECODE_FP8_VARIANT_ROW(DQK, DV, DT, MASK, MOD, ROWS)                        \
   Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), ROWS, true,                       \
           "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_decode" #ROWS "_e4m3kv", \
-          &gpu::ATTNKIT_PORTABLE_DECODE_FN_FP8(DQK, DV, DT, MASK, MOD, ROWS),               \
-          &gpu::ATTNKIT_PORTABLE_DECODE_FN_FP8_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS), 0, nullptr},
+          &gpu::ATTNKIT_PORTABLE_DECODE_FN_FP8(DQK, DV, DT, MASK, MOD, ROWS), nullptr, 0, nullptr},
 constexpr Variant kVariants[] = {ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_VARIANT_ROW)
                                      ATTNKIT_PORTABLE_DECODE_LIST(ATTNKIT_DECODE_VARIANT_ROW)
                                          ATTNKIT_PORTABLE_DECODE_FP8_LIST(
@@ -304,8 +304,8 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   }
   plan->backend = Backend::kCudaPortable;
   // The decode kernel merges its splits itself; prefill runs a combine kernel after.
-  const bool l2stream =
-      v->decode_rows > 0 && decode_l2_stream(kv_bytes_bound(prob), dev.l2_bytes);
+  const bool l2stream = v->launch_l2stream != nullptr &&
+                        decode_l2_stream(kv_bytes_bound(prob), dev.l2_bytes);
   plan->kernel = std::string(v->name) + (l2stream ? kL2StreamSuffix : "") +
                  (compact ? kCompactSuffix : "") +
                  (splits <= 1 ? "" : v->decode_rows > 0 ? "+split_merge" : "+split_combine");
@@ -336,6 +336,10 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   if (v->decode_rows > 0 && prob.kv == KvLayout::kPaged && !paged_offsets_fit_32(args, prob))
     return Status::Invalid("plan (kernel '" + plan.kernel +
                            "'): paged K / V strides too large for the decode kernel");
+  const bool l2stream = plan.kernel.find(kL2StreamSuffix) != std::string::npos;
+  if (l2stream && v->launch_l2stream == nullptr)
+    return Status::Invalid("plan (kernel '" + plan.kernel + "') asks for an L2-streaming twin '" +
+                           v->name + "' does not have");
   const int splits = std::max(plan.num_splits, 1);
   if (v->decode_rows == 0 && splits > 1 && int64_t{prob.hkv} * splits > gpu::kMaxGridYZ)
     return Status::Invalid("plan num_splits too large for these kv heads");
@@ -371,9 +375,7 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   }
   const Status st = [&]() -> Status {
     // The decode kernel merges its own splits.
-    const bool l2stream = plan.kernel.find(kL2StreamSuffix) != std::string::npos;
-    auto launch = v->launch;
-    if (l2stream && v->launch_l2stream != nullptr) launch = v->launch_l2stream;
+    auto launch = l2stream ? v->launch_l2stream : v->launch;
     if (compact && v->launch_compact != nullptr) launch = v->launch_compact;
     ATTNKIT_RETURN_IF_ERROR(launch(p, opts.stream));
     if (splits > 1 && v->decode_rows == 0)
