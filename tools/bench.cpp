@@ -232,14 +232,17 @@ std::vector<Item> shape_set(const std::string& set, bool gpu) {
       for (int64_t L : gpu ? std::vector<int64_t>{1024, 8192, 32768} : std::vector<int64_t>{1024, 4096})
         for (int ps : {0, 16, 64}) A(decode(b, L, ps));
   } else if (set == "fp8kv") {
-    // Paged decode over a bf16 cache and over e4m3 caches with per-tensor and per-token scales.
+    // Paged decode over a 16-bit cache and over e4m3 caches with per-tensor and per-token
+    // scales, bf16 and fp16 queries.
     for (int b : gpu ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 4})
       for (int64_t L : gpu ? std::vector<int64_t>{8192, 32768} : std::vector<int64_t>{2048})
-        for (const char* kind : {"", "tensor", "token"}) {
-          AttnCase c = decode(b, L, 16);
-          c.kv_fp8 = kind;
-          A(c);
-        }
+        for (DType dt : {DType::kBFloat16, DType::kFloat16})
+          for (const char* kind : {"", "tensor", "token"}) {
+            AttnCase c = decode(b, L, 16);
+            c.dtype = dt;
+            c.kv_fp8 = kind;
+            A(c);
+          }
   } else if (set == "gdn") {
     // Qwen3-Next linear-attention layer heads; the cases of bench/anchors_gdn.py.
     if (gpu) {
@@ -463,8 +466,8 @@ Flags make_flags() {
           "4 uneven packed sequences, ragged and paged 128), dims (head dims 192/128 and 96, 4 x 4k,\n"
           "causal and not), splitkv (batch 1, 128 / 512 queries on 8k / 32k keys, GQA 32/8 d128,\n"
           "causal and not: for --num-splits), decode (B 1/16/64 x L 1k/8k/32k,\n"
-          "contiguous and paged 16/64), fp8kv (paged 16 decode, B 1/16/64 x L 8k/32k, over a bf16\n"
-          "cache and e4m3 caches with per-tensor and per-token scales),\n"
+          "contiguous and paged 16/64), fp8kv (paged 16 decode, B 1/16/64 x L 8k/32k, over a 16-bit\n"
+          "cache and e4m3 caches with per-tensor and per-token scales; bf16 and fp16 queries),\n"
           "gdn (T 4k/16k/64k, varlen 8 seqs 32k, decode B 1/32/256).");
   f.add("shapes", FlagType::kString, "default", shape_set_list(" | ") + ", or a comma list")
       .add("backend", FlagType::kString, "auto", "auto | cpu | cuda-portable | cuda-sm90")
@@ -555,7 +558,8 @@ int bench_main(const std::vector<std::string>& args) {
   JsonObject meta;
   meta.set("tool", "attnkit bench").set("version", version()).set("date", now_utc());
   meta.set("device", device).set("gpu", env.gpu).set("backend", to_string(env.backend));
-  meta.set("cuda_build", built_with_cuda()).set("cuda_archs", cuda_architectures());
+  meta.set("cuda_build", built_with_cuda()).set("cuda_archs", cuda_architectures())
+      .set("kernels", kernel_filter());
   meta.set("shapes", f.str("shapes")).set("repeats", env.repeats).set("warmup", env.warmup);
   meta.set("timing", env.gpu ? "cuda events, median" : "std::chrono, median");
   // Rewritten after every row, so that a run that dies part-way keeps what it measured.

@@ -44,7 +44,8 @@ int info_main(const std::vector<std::string>& args) {
   }
   std::printf("attnkit %s\n", version());
   std::printf("CUDA kernels built: %s", built_with_cuda() ? "yes" : "no");
-  if (built_with_cuda()) std::printf(" (architectures: %s)", cuda_architectures());
+  if (built_with_cuda())
+    std::printf(" (architectures: %s; attention kernels: %s)", cuda_architectures(), kernel_filter());
   std::printf("\n");
   gpu::DeviceFacts f;
   std::string why;

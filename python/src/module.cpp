@@ -14,6 +14,7 @@ NB_MODULE(_C, m) {
     d["version"] = attnkit::version();
     d["cuda"] = attnkit::built_with_cuda();
     d["cuda_archs"] = attnkit::cuda_architectures();
+    d["kernels"] = attnkit::kernel_filter();
     return d;
   });
   attnkit::py::bind_attention(m);

@@ -13,6 +13,7 @@
 
 #include "attnkit/status.h"
 #include "cuda/attention/portable/fwd_params.h"
+#include "cuda/instantiations/kernel_filter.h"
 
 #define ATTNKIT_PORTABLE_DECODE_ROWS(X, DQK, DV, DT, MASK, MOD) \
   X(DQK, DV, DT, MASK, MOD, 16)                                 \
@@ -22,9 +23,11 @@
   ATTNKIT_PORTABLE_DECODE_ROWS(X, DQK, DV, DT, NoMask, NoScoreMod)         \
   ATTNKIT_PORTABLE_DECODE_ROWS(X, DQK, DV, DT, WindowChunkMask, SoftcapAlibiMod)
 
-#define ATTNKIT_PORTABLE_DECODE_DTYPES(X, DQK, DV)    \
-  ATTNKIT_PORTABLE_DECODE_POLICIES(X, DQK, DV, bf16) \
-  ATTNKIT_PORTABLE_DECODE_POLICIES(X, DQK, DV, fp16)
+// Entries are wrapped in the kernel filter's ATTNKIT_IF_DIMS / ATTNKIT_IF_DTYPE (kernel_filter.h).
+#define ATTNKIT_PORTABLE_DECODE_DTYPES(X, DQK, DV)                                            \
+  ATTNKIT_IF_DIMS(DQK, DV)(                                                                   \
+      ATTNKIT_IF_DTYPE(bf16)(ATTNKIT_PORTABLE_DECODE_POLICIES(X, DQK, DV, bf16))              \
+      ATTNKIT_IF_DTYPE(fp16)(ATTNKIT_PORTABLE_DECODE_POLICIES(X, DQK, DV, fp16)))
 
 #define ATTNKIT_PORTABLE_DECODE_LIST(X)       \
   ATTNKIT_PORTABLE_DECODE_DTYPES(X, 64, 64)   \

@@ -15,15 +15,18 @@
 
 #include "attnkit/status.h"
 #include "cuda/attention/portable/fwd_params.h"
+#include "cuda/instantiations/kernel_filter.h"
 
 #define ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, DT)          \
   X(DQK, DV, DT, NoMask, NoScoreMod, prefill)                  \
   X(DQK, DV, DT, WindowChunkMask, NoScoreMod, prefill)         \
   X(DQK, DV, DT, WindowChunkMask, SoftcapAlibiMod, prefill)
 
-#define ATTNKIT_PORTABLE_FWD_DTYPES(X, DQK, DV)    \
-  ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, bf16) \
-  ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, fp16)
+// Entries are wrapped in the kernel filter's ATTNKIT_IF_DIMS / ATTNKIT_IF_DTYPE (kernel_filter.h).
+#define ATTNKIT_PORTABLE_FWD_DTYPES(X, DQK, DV)                                  \
+  ATTNKIT_IF_DIMS(DQK, DV)(                                                      \
+      ATTNKIT_IF_DTYPE(bf16)(ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, bf16))    \
+      ATTNKIT_IF_DTYPE(fp16)(ATTNKIT_PORTABLE_FWD_POLICIES(X, DQK, DV, fp16)))
 
 #define ATTNKIT_PORTABLE_FWD_LIST(X)       \
   ATTNKIT_PORTABLE_FWD_DTYPES(X, 64, 64)   \

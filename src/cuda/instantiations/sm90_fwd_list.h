@@ -25,6 +25,7 @@
 
 #include "attnkit/status.h"
 #include "cuda/attention/sm90/sm90_fwd_params.h"
+#include "cuda/instantiations/kernel_filter.h"
 
 #define ATTNKIT_SM90_FWD_VARIANTS(X, D, DT) \
   X(D, DT, none)                            \
@@ -36,25 +37,24 @@
   X(D, DT, paged_causal)                    \
   X(D, DT, paged_local)
 
-#define ATTNKIT_SM90_FWD_DTYPES(X, D)    \
-  ATTNKIT_SM90_FWD_VARIANTS(X, D, bf16)  \
-  ATTNKIT_SM90_FWD_VARIANTS(X, D, fp16)
+#define ATTNKIT_SM90_FWD_DTYPES(X, D)                             \
+  ATTNKIT_IF_DTYPE(bf16)(ATTNKIT_SM90_FWD_VARIANTS(X, D, bf16)) \
+  ATTNKIT_IF_DTYPE(fp16)(ATTNKIT_SM90_FWD_VARIANTS(X, D, fp16))
 
 // Head dims 192/128 and 96: no mask and causal only.
-#define ATTNKIT_SM90_FWD_PLAIN(X, D) \
-  X(D, bf16, none)                   \
-  X(D, bf16, causal)                 \
-  X(D, fp16, none)                   \
-  X(D, fp16, causal)
+#define ATTNKIT_SM90_FWD_PLAIN(X, D)                                     \
+  ATTNKIT_IF_DTYPE(bf16)(X(D, bf16, none) X(D, bf16, causal))          \
+  ATTNKIT_IF_DTYPE(fp16)(X(D, fp16, none) X(D, fp16, causal))
 
-#define ATTNKIT_SM90_FWD_LIST(X)     \
-  ATTNKIT_SM90_FWD_DTYPES(X, 64)     \
-  ATTNKIT_SM90_FWD_DTYPES(X, 128)    \
-  ATTNKIT_SM90_FWD_DTYPES(X, 256)    \
-  X(256, bf16, none_n80)             \
-  X(256, fp16, none_n80)             \
-  ATTNKIT_SM90_FWD_PLAIN(X, 192_128) \
-  ATTNKIT_SM90_FWD_PLAIN(X, 96)
+// Entries are wrapped in the kernel filter's ATTNKIT_IF_DIMS / ATTNKIT_IF_DTYPE (kernel_filter.h).
+#define ATTNKIT_SM90_FWD_LIST(X)                                            \
+  ATTNKIT_IF_DIMS(64, 64)(ATTNKIT_SM90_FWD_DTYPES(X, 64))                   \
+  ATTNKIT_IF_DIMS(128, 128)(ATTNKIT_SM90_FWD_DTYPES(X, 128))                \
+  ATTNKIT_IF_DIMS(256, 256)(ATTNKIT_SM90_FWD_DTYPES(X, 256)                 \
+                            ATTNKIT_IF_DTYPE(bf16)(X(256, bf16, none_n80))  \
+                            ATTNKIT_IF_DTYPE(fp16)(X(256, fp16, none_n80))) \
+  ATTNKIT_IF_DIMS(192, 128)(ATTNKIT_SM90_FWD_PLAIN(X, 192_128))             \
+  ATTNKIT_IF_DIMS(96, 96)(ATTNKIT_SM90_FWD_PLAIN(X, 96))
 
 // The D token of a variant -> its (Dqk, Dv).
 #define ATTNKIT_SM90_DIMS_64 64, 64

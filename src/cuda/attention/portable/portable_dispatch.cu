@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 
 #include "api/backends.h"
@@ -52,7 +53,7 @@ constexpr const char* kCompactSuffix = "+smem99k";
 // The decode kernel fits every sm_80+ device as it is.
 static_assert(gpu::kDecodeSmemBudget <= gpu::kCompactSmemBytes);
 
-constexpr DType dtype_of(const char* t) {
+[[maybe_unused]] constexpr DType dtype_of(const char* t) {
   return t[0] == 'b' ? DType::kBFloat16 : DType::kFloat16;
 }
 constexpr Policy policy_of(const char* mask, const char* mod) {
@@ -74,10 +75,12 @@ constexpr Policy policy_of(const char* mask, const char* mod) {
   Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), ROWS, true,                       \
           "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_decode" #ROWS "_e4m3kv", \
           &gpu::ATTNKIT_PORTABLE_DECODE_FN_FP8(DQK, DV, DT, MASK, MOD, ROWS), nullptr, 0, nullptr},
-constexpr Variant kVariants[] = {ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_VARIANT_ROW)
-                                     ATTNKIT_PORTABLE_DECODE_LIST(ATTNKIT_DECODE_VARIANT_ROW)
-                                         ATTNKIT_PORTABLE_DECODE_FP8_LIST(
-                                             ATTNKIT_DECODE_FP8_VARIANT_ROW)};
+// The last row only keeps the array non-empty when the kernel filter drops every variant.
+constexpr Variant kVariantRows[] = {ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_VARIANT_ROW)
+                                        ATTNKIT_PORTABLE_DECODE_LIST(ATTNKIT_DECODE_VARIANT_ROW)
+                                            ATTNKIT_PORTABLE_DECODE_FP8_LIST(
+                                                ATTNKIT_DECODE_FP8_VARIANT_ROW) Variant{}};
+constexpr std::span<const Variant> kVariants(kVariantRows, std::size(kVariantRows) - 1);
 #undef ATTNKIT_VARIANT_ROW
 #undef ATTNKIT_DECODE_VARIANT_ROW
 #undef ATTNKIT_DECODE_FP8_VARIANT_ROW
@@ -115,6 +118,19 @@ const Variant* find_variant(const AttnProblem& prob) {
         v.decode_rows == want_rows && v.kv_fp8 == prob.kv_fp8)
       return &v;
   return nullptr;
+}
+
+// The head dims compiled for (FP8 caches or not), as "64/64, 128/128", in list order.
+std::string built_dims(bool kv_fp8) {
+  std::string out;
+  for (size_t i = 0; i < kVariants.size(); ++i) {
+    const Variant& v = kVariants[i];
+    bool seen = v.kv_fp8 != kv_fp8;
+    for (size_t j = 0; j < i && !seen; ++j)
+      seen = kVariants[j].kv_fp8 == kv_fp8 && kVariants[j].dqk == v.dqk && kVariants[j].dv == v.dv;
+    if (!seen) out += (out.empty() ? "" : ", ") + std::to_string(v.dqk) + "/" + std::to_string(v.dv);
+  }
+  return out.empty() ? "none" : out;
 }
 
 const Variant* find_variant(const std::string& kernel) {
@@ -240,14 +256,15 @@ Status portable_attention_supports(const AttentionArgs& args, const AttnProblem&
                                to_string(prob.dtype));
   if (prob.kv_fp8 && find_variant(prob) == nullptr)
     return Status::Unsupported(
-        "portable CUDA attention reads an FP8 KV cache in its decode kernel only: head dims "
-        "64/64, 128/128 or 256/256 and at most 32 query rows (max_seqlen_q x group) per KV head; "
+        "portable CUDA attention reads an FP8 KV cache in its decode kernel only: head dims " +
+        built_dims(true) + " and at most 32 query rows (max_seqlen_q x group) per KV head; "
         "this call has head dims " + std::to_string(prob.dqk) + "/" + std::to_string(prob.dv) +
-        " and " + std::to_string(decode_rows(prob)) + " rows");
+        " and " + std::to_string(decode_rows(prob)) + " rows" + kernel_filter_note());
   if (find_variant(prob) == nullptr)
-    return Status::Unsupported("portable CUDA attention has no kernel for head dims q/k " +
-                               std::to_string(prob.dqk) + ", v " + std::to_string(prob.dv) +
-                               " (built: 64/64, 96/96, 128/128, 192/128, 192/192, 256/256)");
+    return Status::Unsupported("portable CUDA attention has no " + std::string(to_string(prob.dtype)) +
+                               " kernel for head dims q/k " + std::to_string(prob.dqk) + ", v " +
+                               std::to_string(prob.dv) + " (built: " + built_dims(false) + ")" +
+                               kernel_filter_note());
   const int64_t k_extent =
       prob.kv == KvLayout::kPaged ? prob.max_pages * prob.page_size() : prob.k_rows;
   if (prob.q_rows > INT32_MAX / 2 || k_extent > INT32_MAX / 2 ||
