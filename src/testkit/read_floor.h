@@ -2,8 +2,8 @@
 // 16-byte loads over the whole GPU, and writes nothing that matters. Timed by time_calls like the
 // op, under the same method (the same L2 flush, the same launch and event overheads), it shows
 // what reading those bytes costs at all, so an op's time over it is what the op's own design
-// costs. A reference rather than a hard bound: on reads of 0.5 GB and more, cuDNN's decode ran 1-2%
-// under it (H100, bench/RESULTS.md 2026-11-26). `attnkit bench` reports it beside the decode rows.
+// costs. A reference rather than a hard bound: on reads of 0.5 GB and more, cuDNN's decode runs
+// slightly under it. `attnkit bench` reports it beside the decode rows.
 #pragma once
 
 #include <cstddef>

@@ -12,9 +12,8 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
 }
 // The aligned form (bar.sync), for call sites that every thread of each arriving warp reaches at
 // the same instruction (no divergence within a warp): it states that contract, which synccheck then
-// checks. Not faster: with barrier.sync instead in the Gated DeltaNet inverse (gdn_invert_tc.cuh),
-// the intra kernel took 141.6 us under ncu, 144.9 with bar.sync, and the forward at T = 16k ran
-// 1.079x and 1.075x faster than the session's start (H200, bench/RESULTS.md 2026-11-28 session 19).
+// checks. Not faster: measured against barrier.sync in the Gated DeltaNet inverse
+// (gdn_invert_tc.cuh).
 __device__ __forceinline__ void named_barrier_sync_aligned(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }

@@ -5,10 +5,8 @@
 // persistent grid walks them and prefetches the next item (slot index, state slice,
 // q/k/v/g/beta) into registers while it finishes the current one. The token element types are
 // template arguments: with ld_any's run-time dtype branch each q/k/v/g/beta load was waited for
-// where it was issued, five round trips per fetch (H100, same call, 2026-11-25: b32 75.9 -> 80.8%
-// of copy, b256 86.6 -> 92.8%). (Streaming cache hints, ld/st.global.cs, on the state loads, the
-// stores or both measured no faster: b32 74.5 / 75.3 / 73.8% of copy against 75.6% without, b256
-// 83.7 / 85.0 / 82.1% against 86.0%, H100, same call, session 6.)
+// where it was issued, five round trips per fetch. (Streaming cache hints, ld/st.global.cs, on
+// the state loads, the stores or both measured no faster.)
 // Using S_old only, both reductions happen in one pass:
 //   kv = exp(g) S^T k,  sq = S^T q,  v' = beta (v - kv),  o = scale (exp(g) sq + (q.k) v'),
 //   S <- exp(g) S + k v'^T.

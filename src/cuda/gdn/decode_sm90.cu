@@ -18,29 +18,13 @@
 // writes never meet this item's reads), and each thread sums the warps for its own 4 columns. The
 // updated state goes back from registers.
 //
-// Measured (H100, flushed L2, % of the same run's 1 GiB copy, 2026-11-25): b32 86.7%, b256 93.8%
-// (the register kernel: 80.8 / 92.8% typed, 75.9 / 86.6% as it was). Slower, same calls: 64-column
-// items at 2 CTAs per SM (79.4 / 90.0% with 2 stages; 65.4 / 66.5% with 3, whose registers spill
-// under the 128 a 2-CTA SM allows), 64 columns at 4 stages and 1 CTA (52.4 / 57.1%), 32 columns at
-// 3 CTAs (41.1 / 41.4%); whole states with 2 stages (84.5 / 94.0%). Before the token loads were
-// typed, every ring variant ran at 30-64%, whatever the depth: each load waited where it was
-// issued. The updated state written back through the stage with bulk copies shared -> global
-// was no faster than register stores (55.4 against 56.1% at b32, untyped loads).
-//
-// On an H200 (2026-11-29, bench/RESULTS.md session 25) this kernel reaches 75% / 89% of the 1 GiB
-// copy at b32 / b256 (a copy of the same bytes: 85% / 98%). ncu at b32: DRAM throughput ~50%, 40%
-// of the writes still in L2 at its end, issue slots 22% busy, the stages' full barriers never
-// waited on. Tried there (same calls), none faster at b32: stores with .cs (b256 1% slower), loads
-// with an L2 evict_first policy (3% / 5% slower), the write-back by bulk copies from the stage with
-// the next load deferred an item (b32 5% slower, b256 1-1.5% faster), 512 threads (25% slower),
-// token sets kept as loaded and converted where used (the shifts that waited on the loads went,
-// instruction-cache misses grew: b32 equal, b256 1% slower), and the tokens in a shared-memory ring
-// filled by one warp, the item loop not unrolled (equal at both batches). What bounds b32 there
-// (session 26): this ring with the math and the token loads taken out moves the states at 78-81% of
-// the copy (90-91% at b256), as does one stage in each of 3 CTAs of 128 threads; fewer threads per
-// state, 2 stages, items pipelined by one, the update re-reading the stage (refilled after it) or
-// decode.cu's register kernel did no better with the math in. At b32, 1024 states on 132 SMs leave
-// 8 items on some SMs against 7.76 on average, whatever power-of-two split of a state.
+// Whole states, 3 stages, 1 CTA per SM (DecodeRing) measured fastest of the ring's shapes;
+// 64-column items at 2 CTAs per SM spill registers with 3 stages (a 2-CTA SM allows 128
+// registers a thread). The typed token loads are what let any ring depth help: with untyped ones
+// each load waited where it was issued. The updated state goes back by register stores: bulk
+// copies from the stage were no faster. At b32 the ring's own data movement, not the math,
+// bounds the time, and 1024 states on 132 SMs leave 8 items on some SMs against 7.76 on average,
+// whatever power-of-two split of a state.
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cutlass/arch/barrier.h>
 

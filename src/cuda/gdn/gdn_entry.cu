@@ -494,10 +494,8 @@ Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, c
   CudaDeviceInfo d;
   ATTNKIT_RETURN_IF_ERROR(cuda_device_info(p.device.index, &d));
   // The ring walks whole states, one CTA per SM: with fewer states than SMs most SMs idle, and
-  // the register kernel's 64-column items put twice as many CTAs to work. Measured on H100
-  // (HV = 32, flushed L2, same call, gdn_bench decode-sweep, ring / register): N = 1 0.0099 /
-  // 0.0086 ms, 2 0.0104 / 0.0092, 4 0.0133 / 0.0123 (128 states), 8 0.0169 / 0.0179 (256),
-  // 16 0.0304 / 0.0317, 32 0.0528 / 0.0562.
+  // the register kernel's 64-column items put twice as many CTAs to work. Measured (HV = 32,
+  // gdn_bench decode-sweep): the register kernel faster below one state per SM, the ring above.
   const bool ring = use_sm90(d) && (p.N * p.HV >= d.sm_count || env_is_1("ATTNKIT_GDN_DECODE_RING"));
   return ring ? gdn_cuda::launch_decode_sm90(dp, stream) : gdn_cuda::launch_decode(dp, stream);
 }

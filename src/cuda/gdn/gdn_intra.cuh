@@ -136,9 +136,8 @@ __device__ __forceinline__ void invert_diag_blocks(const float* am, float* tm) {
 // 32 x 32 quarter, -T_LR (A_LL T_UL), through X = A_LL T_UL in the scratch blocks. Each warp owns
 // 8 columns of an output block, so a product's inner factor stays within the warp. The longest
 // chain is 6 block products of 16 x 8. It replaced a column walk (T_i0 = -T_ii sum_k A_ik T_k0: 9
-// full 16 x 16 products in a row on one warp while five warps waited at the barrier); on H100 the
-// sm90 intra kernel went from 406.6 to 389.5 us under ncu and the forward at T = 16k from 0.708 to
-// 0.693 ms (same-call A/B).
+// full 16 x 16 products in a row on one warp while five warps waited at the barrier), which
+// measured slower.
 __device__ __forceinline__ void invert_unit_lower(const float* am, float* tm) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   invert_diag_blocks<kLdA, kLdI>(am, tm);

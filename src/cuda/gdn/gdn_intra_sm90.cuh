@@ -3,10 +3,8 @@
 // WGMMA products, one CTA per (chunk, q/k head). Instead of W and U it writes C = T diag(beta) in
 // 16 bits (zeros above the diagonal), from which the fused state/output kernel
 // (gdn_state_output_sm90.cuh) computes v_new = C (V - diag(exp(g)) K S). C is 128 bytes per (row,
-// value head), W and U were 512, and this kernel reads no V: at T = 16k it went 285 -> 178 us when
-// it wrote C and C diag(exp(g)) (H100, bench/RESULTS.md 2026-11-27 session 16), 141 -> 126 us
-// when it stopped writing the second (H200, session 24; the state/output kernel no longer needs
-// it).
+// value head), W and U were 512, and this kernel reads no V, so it moves a fraction of their
+// bytes. (Nor does it write C diag(exp(g)): the state/output kernel does not need it.)
 // Precision: C is rounded to 16 bits once, where W and U used to be built from hi + lo halves of
 // the fp32 T. o's relative L2 against the fp32 reference stayed 2.91e-3 at T = 16k and on 8 uneven
 // sequences (bench/gdn_accuracy.py; fla 3.33e-3), the final state's 1.67e-3 / 1.66e-3.
@@ -19,18 +17,12 @@
 // builds A and inverts it (gdn_invert_tc.cuh: fp32 diagonal blocks, the block products on
 // tensor cores in 3xTF32) while WG1 builds and stores P; then all eight warps store C. Shared
 // memory (~70 KB) and 80 registers a thread let three CTAs share an SM.
-// The kernel had been bound by shared-memory wavefronts (82% memory busy under ncu, the FFMA
-// inverse's operand loads over half of them, 2-way conflicts on C's reads of T) and by its
-// element-wise epilogues; the tensor-core inverse, C's reads without conflicts, the epilogues by
-// 16-column block (none above the diagonal, no masks below it) and the inverse on one warpgroup
-// beside P took it from 176 to 142-145 us at T = 16k and the forward 1.075x faster (1.058x on 8
-// uneven sequences), o's and the final state's errors unchanged (H200, bench/RESULTS.md 2026-11-28
-// session 19). Not kept, the same session: four CTAs an SM (A and T over the dead K / Q tiles, 64
-// registers): 176 -> 193 us; a persistent grid loading the next item's K / Q behind the heads:
-// 0.96x the forward (and one failing test, not pursued). Nor (2026-11-29 session 22): the value
-// heads in pairs, WG0 building both A, WG1 both P, then each warpgroup inverting one head and
-// storing its C (A over the dead K / Q tiles), though WG1 had waited ~20% of its samples for
-// WG0's inverse: 145 -> 167 us, the forward 0.932x at 16k.
+// The kernel had been bound by shared-memory wavefronts (the FFMA inverse's operand loads most of
+// them, 2-way conflicts on C's reads of T) and by its element-wise epilogues; hence the
+// tensor-core inverse, C's reads without conflicts, the epilogues by 16-column block (none above
+// the diagonal, no masks below it) and the inverse on one warpgroup beside P, with o's and the
+// final state's errors unchanged. Four CTAs an SM, a persistent grid and value heads in pairs
+// measured slower (docs/decisions.md).
 //
 // Rows past a chunk's len hold the next sequence's rows (or TMA's zeros past the tensor): K rows
 // there are zeroed in shared memory (0 x NaN need not be 0); Q rows there only reach P rows that
@@ -109,7 +101,7 @@ CUTE_DEVICE void zero_rows_past(Tile& t, int len) {
 // The thread's index, read afresh (volatile: never merged with an earlier read). The value-head
 // loop's registers are full: values derived from the thread index or the chunk (the accumulator
 // row and column, len) held across it were spilled, and their reloads missed L1 (2 x 99 KB of
-// shared memory leave it little): ~6% of the intra kernel's stall samples on H100. Derived afresh
+// shared memory leave it little), a visible share of the kernel's stalls. Derived afresh
 // from this and from shared memory, they cost a few integer instructions instead.
 CUTE_DEVICE int fresh_tid() {
   int t;
@@ -177,9 +169,8 @@ __global__ void __launch_bounds__(IntraCfg<E>::kThreads, 3) intra_sm90_kernel(co
     auto t = tma.get_slice(0);
     copy(tma.with(bar), t.partition_S(g), t.partition_D(make_tensor(make_smem_ptr(dst), LayRows{})));
   };
-  // K and Q are requested by the thread that initialises their barrier, before the block syncs:
-  // intra 144.1 -> 142.2 us at T = 16k, the forward 1.003x (H200, bench/RESULTS.md 2026-11-29
-  // session 22).
+  // K and Q are requested by the thread that initialises their barrier, before the block syncs,
+  // so their loads overlap the block's set-up (measured slightly faster).
   if (tid == 0) {
     ss.len = len;
     Bar::init(&ss.bar_kq, 1);

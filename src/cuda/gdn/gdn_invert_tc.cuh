@@ -4,8 +4,8 @@
 // the products near fp32 accuracy.
 // Same blocks and phases as invert_unit_lower (gdn_intra.cuh), which does these products with
 // FFMA: there, each warp's 16 x 8 output took 64 FFMA and 24 shared loads per 16-deep block, and
-// the sm90 intra kernel was bound by shared-memory wavefronts (ncu, H200, bench/RESULTS.md
-// 2026-11-28 session 19: 82% memory busy, the inverse's products over half of the wavefronts).
+// the sm90 intra kernel was bound by shared-memory wavefronts, most of them the inverse's
+// products (ncu).
 // Here one warp takes a whole 16 x 16 output block (12 mma, 12 loads per 16-deep block), so the
 // inverse needs one warpgroup and the other can work beside it.
 #pragma once

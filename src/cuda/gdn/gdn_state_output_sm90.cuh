@@ -4,21 +4,16 @@
 // which other GPUs run, on W and U from the intra stage), in another order:
 //   v_new = U - W S = T diag(beta) V - T diag(beta exp(g)) K S = C (V - diag(exp(g)) K S)
 // with C = T diag(beta), the one matrix the intra stage hands over. Per chunk the chain is
-// X = K S_hi, R = V - diag(exp(g)) X (16 bits), v_new = C R, the update; it used to be W S_hi
-// behind W = T diag(beta exp(g)) K and U = T diag(beta) V, built here each chunk from the intra
-// stage's [C | C diag(exp(g))] (sessions 16-23 measured placements of W and U; bench/RESULTS.md).
-// Without them the tensor cores do a third less a chunk, the intra stage writes half the
-// coefficients (at T = 16k: 141 -> 126 us) and this kernel runs as fast as before with the narrow
-// CTA (259 -> 262-264 us; the wide one 408 -> 438-440 us on 8 uneven sequences); the forward
-// 1.057x at 16k, 1.09x at 64k, 1.03x at 4k, 0.995x on 8 uneven sequences (H200, session 24).
+// X = K S_hi, R = V - diag(exp(g)) X (16 bits), v_new = C R, the update; not W S_hi behind
+// W = T diag(beta exp(g)) K and U = T diag(beta) V, built here each chunk from the intra stage's
+// [C | C diag(exp(g))]: without them the tensor cores do a third less a chunk and the intra stage
+// writes half the coefficients, with this kernel as fast as before.
 // R is rounded to 16 bits after the cancellation V - exp(g) X, where W S used to be rounded
 // before it: o's relative L2 against the fp32 recurrence 2.91e-3, the final state's 1.67e-3 at
 // T = 16k (fla 3.33e-3 / 2.50e-3), as with W and U.
-// Other roundings to 16 bits instead of hi + lo halves, measured: S in every product with S
-// (S_hi; the chain with hi + lo was 1.35 instead of 0.91 us a step in bench/gdn_chain_probe,
-// H100), ṽ in the update S += Kᵀ ṽ (358 -> 326 us at 16k, final state 1.67e-3 -> 1.91e-3 then,
-// H200 session 18; fla rounds ṽ too), Q S without S_lo (~344 -> ~302 us, o unchanged at 2.9e-3,
-// H100 session 14).
+// Other roundings to 16 bits instead of hi + lo halves, each measured faster: S in every product
+// with S (S_hi), ṽ in the update S += Kᵀ ṽ (the final state's error 1.67e-3 -> 1.91e-3 at 16k;
+// fla rounds ṽ too), Q S without S_lo (o unchanged at 2.9e-3).
 //
 // One CTA per (sequence, value head, kCols-column slice of V: 32, or 64 in the wide variant),
 // three warpgroups; the CTAs of a (sequence, value head) may form a cluster that shares the
@@ -37,27 +32,20 @@
 //     S_hi of the new state published for the next chunk.
 //   Each WGMMA spans the warpgroup (no cross-warp reduction). The epilogues are on the critical
 //   path, so they use stmatrix or shared-window offsets computed once and 16-bit pairs; S's decay
-//   runs under X's latency (these placements: 381 -> 357 us at 16k, H200 session 17).
+//   runs under X's latency (these placements measured faster).
 // - WG1, output: O = scale (diag(exp(g)) Q S_hi + P v_new). Q S starts once X has completed
 //   (kBarX, which the state warpgroup arrives at without waiting), so that the chain's first product
-//   does not share the tensor cores with it: Q S runs while R is formed; the forward 1.010x at
-//   16k, 1.03x at 64k (session 24). P v_new runs while WG0 updates S. Whole chunks go to shared
-//   memory (stmatrix) and out by TMA, each warp storing its 16 rows (so_store_output); a
-//   sequence's last partial chunk, or an o whose rows are not 16-byte aligned, is stored from
-//   registers (rows < len). One TMA store per chunk instead of stores from registers took this
-//   kernel 472 -> 422 us on 8 uneven sequences (wide) and 291 -> 276 us at 16k (H200, session
-//   20); a store per warp, the narrow CTA's own double-buffered staging tile (the stage released
-//   once P v_new has completed) and the row scales computed under Q S 271.8 -> 263.8 us (session
-//   22).
+//   does not share the tensor cores with it: Q S runs while R is formed (measured faster). P v_new
+//   runs while WG0 updates S. Whole chunks go to shared memory (stmatrix) and out by TMA, each
+//   warp storing its 16 rows (so_store_output); a sequence's last partial chunk, or an o whose rows
+//   are not 16-byte aligned, is stored from registers (rows < len). Storing by TMA measured faster
+//   than from registers, as did a store per warp, the narrow CTA's own double-buffered staging
+//   tile (the stage released once P v_new has completed) and the row scales computed under Q S.
 // Hand-offs: named barrier kBarS (S of chunk c published; WG1 done with chunk c - 1), kBarX (X of
 // chunk c completed) and kBarV (ṽ and v_new written; WG1 done with Q S of chunk c), once per
-// chunk, so S, ṽ and v_new need one buffer each. Measured slower (bench/RESULTS.md): WG1 rebuilding
-// P from Q and Kᵀ so that the chain could run a chunk ahead (2026-11-25), one-way or double-buffered
-// hand-offs (sessions 14, 22), a shorter chain through a product built a chunk ahead (session 15),
-// Kᵀ or Q from registers (session 22), clusters of four (session 23: they do not all fit), and this
-// kernel beside the intra kernel on the same SMs (session 24: two streams, the intra kernel's
-// outputs handed over by flags per chunk, one intra CTA beside each state CTA in ~37 KB: the forward
-// 0.89x at 16k; the chain slowed by more than the intra kernel's whole time).
+// chunk, so S, ṽ and v_new need one buffer each. Other schedules (the chain a chunk ahead, other
+// hand-offs, this kernel beside the intra kernel on the same SMs) measured slower
+// (docs/decisions.md).
 // Rows past a sequence's last chunk end are loaded too (the next sequence's rows, or zeros past
 // the tensor's end): C, Q, P and g rows only reach rows that are never stored or are selected
 // away (C's rows < len are zero past the diagonal); the state warpgroup zeroes Kᵀ columns and V
@@ -93,9 +81,8 @@ struct SoCfg {
   static constexpr int kStages = kStages_;
   // Value columns per CTA: 32 (4 CTAs per (sequence, value head)) or 64 (2, "wide"). A step of the
   // chain is latency-bound, so a wide CTA takes less than twice as long per chunk as a narrow one
-  // (1.44x at T = 16k: 418 against 290 us with half the CTAs) for twice the columns: wide pays
-  // when the narrow CTAs would not all fit on the device at once (8 uneven sequences: 595 -> 469
-  // us; H200, bench/RESULTS.md 2026-11-29 session 20).
+  // for twice the columns: wide pays when the narrow CTAs would not all fit on the device at once
+  // (measured on 8 uneven sequences).
   static constexpr int kCols = kCols_;
   static_assert(kCols == 32 || kCols == 64);
   using NC = Int<kCols>;
@@ -103,21 +90,18 @@ struct SoCfg {
   using AtomColsK = std::conditional_t<kCols == 32, GMMA::Layout_K_SW64_Atom<E>, GMMA::Layout_K_SW128_Atom<E>>;
   using AtomColsMN = std::conditional_t<kCols == 32, GMMA::Layout_MN_SW64_Atom<E>, GMMA::Layout_MN_SW128_Atom<E>>;
   // CTAs of one (sequence, value head) in a cluster: each loads 1/kCluster of the shared tiles
-  // (C, Kᵀ, Q, P) and multicasts it to all of them. Clusters of all four
-  // narrow CTAs of a value head do not all fit on an H200 at once at T = 16k (this kernel 260 ->
-  // 650 us, bench/RESULTS.md 2026-11-29 session 23).
+  // (C, Kᵀ, Q, P) and multicasts it to all of them. At most two: clusters of all four narrow CTAs
+  // of a value head do not all fit on the device at once at T = 16k (measured far slower).
   static constexpr int kCluster = kCluster_;
   static_assert(kCluster == 1 || kCluster == 2);
   static constexpr int kThreads = 384;
   // The state warpgroup's 16-bit stores (S_hi, R, ṽ, v_new) by stmatrix, or by 4-byte pair stores at
-  // precomputed addresses. stmatrix took the narrow kernel from 274 to 266 us at T = 16k (forward
-  // 1.010x) but the wide one from 416 to 434 us on 8 uneven sequences (0.969x) (H200,
-  // bench/RESULTS.md 2026-11-29 session 21).
+  // precomputed addresses: stmatrix measured faster for the narrow kernel, slower for the wide one.
   static constexpr bool kStsm = kCols == 32;
   // setmaxnreg budgets: the CTA starts with 168 registers per thread; the producer and the output
   // warpgroup (two 64 x kCols accumulators) give back what the state warpgroup may take beyond
-  // that (accumulators S 128 x kCols, X and VN 64 x kCols). Tuned when it also held W's
-  // 64 x 128 accumulator (until session 24); not retuned since.
+  // that (accumulators S 128 x kCols, X and VN 64 x kCols). Tuned when the state warpgroup also
+  // held W's 64 x 128 accumulator; not retuned since.
   static constexpr int kProducerRegs = 24;
   static constexpr int kStateRegs = kCols == 32 ? 240 : 256;
   static constexpr int kOutputRegs = kCols == 32 ? 104 : 152;

@@ -20,8 +20,8 @@ namespace attnkit::gdn_cuda::sm90 {
 using namespace cute;
 
 // A plain launch: as a programmatic dependent of the intra kernel (griddepcontrol, its set-up
-// overlapping the intra kernel's last wave) the forward measured 1.006x at T = 16k and 0.988x on 8
-// uneven sequences (H200, bench/RESULTS.md 2026-11-28 session 17).
+// overlapping the intra kernel's last wave) the forward gained little at T = 16k and lost on
+// uneven sequences.
 template <class Cfg>
 cudaLaunchConfig_t so_launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg{};

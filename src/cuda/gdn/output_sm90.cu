@@ -33,8 +33,8 @@ Status launch_output_sm90(const OutputParams& p, const SeqLayout& L, int64_t max
   if (!output_sm90_supports(p, L, max_chunks))
     return Status::Internal("gdn sm90 chunk output: called on a problem it does not serve");
   if (sms <= 0) return Status::Internal("gdn sm90 chunk output: no SM count");
-  // A 2-deep h/V_new ring (96 KB in flight per SM besides Q/K): on an H100 it was 1-2% faster than a
-  // 3-deep one at 16k and on the ragged 32k batch, flushed and back to back (gdn_bench, same run).
+  // A 2-deep h/V_new ring (96 KB in flight per SM besides Q/K): measured slightly faster than a
+  // 3-deep one at 16k and on the ragged 32k batch (gdn_bench, flushed and back to back).
   return sm90::launch_output_sm90<cutlass::bfloat16_t, 2>(p, L, max_chunks, sms, s);
 }
 #else

@@ -33,13 +33,12 @@ int env_int(const char* name) {
 // The CTAs of one (sequence, value head) run in clusters of two that share their C, Kᵀ, Q and P
 // tiles through TMA multicast, unless that takes more waves than single CTAs. Each CTA's chain of
 // chunk steps is latency-bound, so when the narrow CTAs (32 value columns, 4 per value head) would
-// not all run at once, the wide ones (64 columns, 2 per value head: each chunk step ~1.4x as long,
-// half as many CTAs) finish sooner (8 uneven sequences: the kernel 595 -> 469 us, H200,
-// bench/RESULTS.md 2026-11-29 session 20). Only the sequence count is known on the host (cu_seqlens
-// is on the device), so a ragged batch dominated by one long sequence may still get the wide
-// variant where the narrow one would have been faster. In the environment,
-// ATTNKIT_GDN_SO_COLS=32|64 forces the columns and ATTNKIT_GDN_CLUSTER=1|2 the cluster size of the
-// narrow variant (timings, tests).
+// not all run at once, the wide ones (64 columns, 2 per value head: each chunk step less than
+// twice as long, half as many CTAs) finish sooner (measured on 8 uneven sequences). Only the
+// sequence count is known on the host (cu_seqlens is on the device), so a ragged batch dominated
+// by one long sequence may still get the wide variant where the narrow one would have been
+// faster. In the environment, ATTNKIT_GDN_SO_COLS=32|64 forces the columns and
+// ATTNKIT_GDN_CLUSTER=1|2 the cluster size of the narrow variant (timings, tests).
 Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, const Variants& v) {
   // Gates [B, T, heads padded to a multiple of 4] (16-byte rows): a chunk's gates are one TMA box
   // of 4 heads x 64 rows whose start is aligned whatever the chunk's first row.

@@ -14,31 +14,25 @@
 
 namespace attnkit::gpu {
 
-// Prefill tile per head dims, mask and score mod, from the FA3-paper shapes on an H100 (two CTAs
-// of 4 warps per SM everywhere but d256 without a mask; the A/B figures are geomeans of the
-// same-call ratio to PyTorch's FlashAttention-2 over the FA3 rows of that head dim, session 6,
-// call 1, unless another call is named):
-//   d64 no mask: 128 x 128, 2 stages, Q re-read from shared memory (1.060 against 1.030 for
-//     128 x 64, 3 stages, Q in registers, over the 6 non-causal rows);
+// Prefill tile per head dims, mask and score mod, each the fastest measured against PyTorch's
+// FlashAttention-2 on the FA3-paper shapes (two CTAs of 4 warps per SM everywhere but d256
+// without a mask):
+//   d64 no mask: 128 x 128, 2 stages, Q re-read from shared memory (faster than 128 x 64,
+//     3 stages, Q in registers);
 //   d64 masked: 128 x 64, 3 stages, Q in registers (two 16-row MMA tiles per warp);
-//   d128 plain mod: 128 x 64, 2 stages (1.005 against 0.992 for single K and V buffers; the
-//     GQA rows 1.027 against 1.013), Q re-read from shared memory (in registers, S + O + Q pass
-//     255 registers);
-//   d256 masked: 64 x 64 in warp pairs, single K and V buffers (0.934 against 0.909 without
-//     pairs; 8 warps of 16 rows with 2 stages 0.909, the same in pairs 0.916), except calls with
-//     at most 512 query rows per head (ShortMaskedTile);
+//   d128 plain mod: 128 x 64, 2 stages (faster than single K and V buffers), Q re-read from
+//     shared memory (in registers, S + O + Q pass 255 registers);
+//   d256 masked: 64 x 64 in warp pairs, single K and V buffers (faster than without pairs, and
+//     than 8 warps of 16 rows with 2 stages, paired or not), except calls with at most 512 query
+//     rows per head (ShortMaskedTile);
 //   d256 no mask: 128 x 64, 8 warps in pairs, single K and V buffers, one CTA per SM: each K / V
-//     tile feeds twice the rows, which halves the L2 traffic that bounds the 64-row tile (ncu: L2
-//     at 81% of its peak, b4 x 4k, session 7; this tile 27% at b1 x 16k, session 11). H200, same
-//     call, two runs a side (session 11): 1.00x at 512-2k, 1.014x at 4k, 1.054x at 8k, 1.062x at
-//     16k against the 64-row tile; causal it ran 0.91-0.94x up to 8k (the 128-row diagonal
-//     tiles), so masked calls keep 64 rows. FA2's A100 tile (the same without pairs, 8 warps of 16
-//     rows) ran 0.98x of this one, 128 x 32 in pairs with two stages 0.84x of that, and this tile
-//     with two K / V stages 0.989x of it;
+//     tile feeds twice the rows, which halves the L2 traffic that bounds the 64-row tile (faster
+//     from 4k tokens up, as fast below). Causal, its 128-row diagonal tiles made it slower, so
+//     masked calls keep 64 rows;
 //   softcap / ALiBi (more per-row state), d96, 192/128: 64 query rows, 2 stages;
 //   192/192: 64 x 32, 2 stages.
-// Every tile skips O's rescale while no row's max grew by more than 2^8 (lazy_rescale: 0.980 ->
-// 1.017 at d64, 0.958 -> 0.992 at d128, 0.913 -> 0.909 at d256).
+// Every tile skips O's rescale while no row's max grew by more than 2^8 (lazy_rescale: faster at
+// d64 and d128, about as fast at d256).
 //
 // compact: the tiles for devices that grant a block at most kCompactSmemBytes of shared memory
 // (sm_86, sm_89, sm_120: 99 KB). Where the tile above needs more (d128 without softcap / ALiBi:
@@ -83,12 +77,10 @@ using TileFor = typename PrefillTileSel<kDqk, kDv, std::is_same_v<Mod, NoScoreMo
                                         !std::is_same_v<Mask, NoMask>, kCompact>::type;
 
 // Masked d256 calls with at most kShortMaskedRows query rows (tokens x group) per head run the
-// tile without warp pairs: 4 warps of 16 rows, 64 x 64, single K and V buffers. H100, bf16, the
-// same call: b32 x 512 causal 0.1944 / 0.1928 ms against 0.2054 / 0.2061 in pairs (0.889 against
-// 0.837 of FlashAttention-2; an earlier call: 0.899 against 0.846; with this rule on another
-// H100: 0.90); at 1k causal and at 512 without a mask the pairs were as fast or faster. Both
-// tiles have the same block sizes, so the planner's view holds. (fp16 takes the same tiles; only
-// bf16 was timed.)
+// tile without warp pairs: 4 warps of 16 rows, 64 x 64, single K and V buffers, measured faster
+// than the pairs at 512 causal rows (at 1k causal and at 512 without a mask the pairs were as
+// fast or faster). Both tiles have the same block sizes, so the planner's view holds. (fp16
+// takes the same tiles; only bf16 was timed.)
 inline constexpr int64_t kShortMaskedRows = 512;
 template <int kDqk, int kDv, class Mask, class Mod>
 struct ShortMaskedTile {

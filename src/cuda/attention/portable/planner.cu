@@ -35,8 +35,7 @@ namespace {
 // A decode split should stream at least this many 32-key blocks: fewer, and its fixed costs (Q
 // load, pipeline fill, its share of the merge) outweigh the bandwidth it adds. Two since the
 // kernel fills every stage before its first compute (a two-block split is one DRAM round trip):
-// b1 x 1k took 16 splits instead of 8, H100 2026-11-26: 12.4 against 13.2 us contiguous (4-warp
-// tile), 14.5 against 15.2 us paged (8-warp tile).
+// b1 x 1k measured faster with 16 splits than with 8, contiguous and paged.
 constexpr int kMinDecodeBlocksPerSplit = 2;
 }  // namespace
 
@@ -48,9 +47,8 @@ int plan_decode_splits(const DecodePlanInput& in) {
   if (ctas <= 0 || ctas >= in.sm_count) return 1;
   const int64_t n_blocks = (int64_t{in.max_seqlen_k} + in.block_n - 1) / in.block_n;
   // One wave with every CTA slot busy; a second, partial wave would leave most SMs idle. (One CTA
-  // per SM instead, 16 splits at batch 1 x 8 KV heads, measured slower on an H100, e.g. 32k keys
-  // 71 us against 59 us at 33 splits: with one warp per scheduler the kernel's instruction stream,
-  // about 3.5 cycles per instruction per warp, sets the time, not DRAM.)
+  // per SM instead measured slower: with one warp per scheduler the kernel's instruction stream
+  // sets the time, not DRAM.)
   int64_t splits = int64_t{in.sm_count} * std::max(in.ctas_per_sm, 1) / ctas;
   splits = std::min<int64_t>({splits, n_blocks / kMinDecodeBlocksPerSplit, cap});
   if (splits <= 1) return 1;

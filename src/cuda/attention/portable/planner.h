@@ -33,14 +33,10 @@ int plan_decode_splits(const DecodePlanInput& in);
 // Whether a decode call reads its K/V evict-first in L2 (the decode kernel's KvL2Stream policy;
 // otherwise the default policy). A call starts with L2 full of other lines (dirty ones, in the
 // benchmark: its 256 MB flush), and default-policy fills evict them, writing the dirty ones back.
-// Measured on an H100 (50 MB L2; GQA 32/8, d128, bf16; every shape of `attnkit bench --shapes
-// decode`, both policies in the same call): evict-first was faster up to 268 MB of K/V (b1 x 8k
-// 0.0294 -> 0.0258 ms, b16 x 1k 0.0432 -> 0.0377 ms, b1 x 32k 5-9%) and slower from 537 MB (b16
-// x 8k 0.2001 -> 0.2032 ms; b16 x 32k and b64 x 8k 2-3%), where the write-back is a small share
-// of the traffic. The cut sits between, at 8 x L2. On a second H100 this rule against the default
-// policy everywhere: b1 x 8k 1.11-1.13x, b16 x 1k 1.13-1.14x, b1 x 32k 1.04-1.07x, the shapes past
-// the cut unchanged. kv_bytes: the most the call may read (a bound: near the cut either policy is
-// within a few percent).
+// Evict-first measured faster while K/V is at most about 5 x L2 and slower from about 10 x L2,
+// where the write-back is a small share of the traffic (GQA 32/8, d128, bf16, every shape of
+// `attnkit bench --shapes decode`). The cut sits between, at 8 x L2. kv_bytes: the most the call
+// may read (a bound: near the cut either policy is within a few percent).
 inline bool decode_l2_stream(int64_t kv_bytes, int64_t l2_bytes) {
   return l2_bytes > 0 && kv_bytes <= 8 * l2_bytes;
 }

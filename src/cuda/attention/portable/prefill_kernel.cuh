@@ -392,7 +392,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
         cp_async_wait<0>();
         // The non-aligned form: the warps that skip the tile reach this barrier from another
         // instruction, which __syncthreads (bar.sync, aligned) leaves undefined in PTX
-        // (compute-sanitizer synccheck: "divergent threads in block"). Same speed (session 12).
+        // (compute-sanitizer synccheck: "divergent threads in block"). As fast as bar.sync.
         asm volatile("barrier.sync 0;\n" ::: "memory");
         if (t + 1 < n_tiles) load_k(n_begin + t + 1, 0);
         cp_async_commit();

@@ -10,24 +10,23 @@
 //                   in registers and used as the A operand of O += P·V (WGMMA, A from registers),
 //                   O kept in fp32 registers. O is rescaled only when a row's running max grew.
 //                   (Keeping the old max while it grows by up to 2^8, as Blackwell kernels do,
-//                   measured 1.03x geomean on H100 but rounds a peaked row's top P, no longer
-//                   exactly 1, to 16 bits: one bf16 ulp of error at |O| ~ 4 in the softcap test.
-//                   Summing the rounded P instead broke the LSE bound. So the max is exact.)
+//                   is faster but rounds a peaked row's top P, no longer exactly 1, to 16 bits:
+//                   one bf16 ulp of error at |O| ~ 4 in the softcap test. Summing the rounded P
+//                   instead broke the LSE bound. So the max is exact.)
 // Overlap: inside a consumer warpgroup, S(n) = Q·K(n)ᵀ and O += P(n+1)·V(n+1) are issued together
 // and the softmax of S(n) runs while the P·V GEMM still works; between the consumer warpgroups,
 // named barriers make them take turns issuing GEMMs (ping-pong), so one's softmax overlaps the
 // others' GEMMs. (ptxas places the wait for the in-flight P·V above most of the softmax's exp2,
-// MUFU.EX2 before / after it in the steady state: d64 0/66, d128 10/56, d256 0/34, so most of that
-// overlap comes from the ping-pong. Pinning every exp2 ahead of the wait, with a shared store of
-// the row sums, measured 0.990x geomean over the FA3 shapes, d256 causal 0.965x (H100, same call,
-// interleaved runs, session 6), so the compiler's placement stays.)
+// so most of that overlap comes from the ping-pong. Pinning every exp2 ahead of the wait, with a
+// shared store of the row sums, measured slower on the FA3 shapes, so the compiler's placement
+// stays.)
 // K and V each flow through a PipelineTmaAsync (full barriers carry the TMA
 // transaction bytes, empty barriers the consumers' releases); at D=256 the producer issues K one
 // tile ahead of V (FwdConfig::kKvLookahead).
 // The epilogue normalises O, writes it with direct 16-byte stores after a transpose inside each
 // quad of lanes (rows < Sq only: a TMA store would clip only at the end of the whole, possibly
-// ragged, tensor; and no shared memory is free then) and writes the LSE. (The 4-byte stores
-// before it ran 0.88-1.00x as fast, d128/d256 non-causal, H100, same call.)
+// ragged, tensor; and no shared memory is free then) and writes the LSE. (Measured faster than
+// 4-byte stores.)
 // Grid: from the scheduler (sm90_tile_scheduler.h): persistent, at most one CTA per SM looping over
 // work tiles (no mask; causal up to 8192 query rows, in pairs of a long and a short query tile;
 // causal at d64 from 1k up), or one CTA per tile, longest first (causal at d128 / d256 beyond).
@@ -35,12 +34,9 @@
 // (FwdConfig::kQStages), so the next tile's Q loads while the current tile runs; otherwise one,
 // refilled for the next tile as soon as every consumer warp has finished its last Q·Kᵀ of the
 // current one (q_empty), so the next tile's loads overlap the current tile's last P·V and epilogue.
-// (Prefetching the next tile's Q into L2 when the current tile starts measured 0.5-3% slower on
-// H100, most at d256. Clusters of two CTAs on adjacent query tiles sharing each K / V tile by TMA
-// multicast, as FA3 does at head dims >= 128 without a mask, measured 0.98-1.03x at d128 and
-// 0.95-0.98x at d256 (FA3 shapes, non-causal, same call): halving what L2 serves did not help d128,
-// so L2 does not limit it, and with two stages at d256 the coupling of both CTAs' releases cost
-// more than it saved.)
+// (No cluster multicast of K / V tiles, which FA3 uses at head dims >= 128 without a mask: L2
+// does not limit d128, and with two stages at d256 the coupling of both CTAs' releases costs more
+// than it saves.)
 //
 // The KV loop runs from the last visible KV tile down to the first: the mask policy (sm90_mask.h)
 // says which tiles a query tile sees and which of them need the mask; those near the diagonal come
@@ -91,8 +87,7 @@ using namespace cute;
 // kConsumerWGs consumer warpgroups each own 64 query rows of the CTA's tile. At D=64 the GEMMs
 // are short next to the softmax (one exp2 per score whatever D), so three warpgroups take turns:
 // each one's softmax then has two other warpgroups' GEMMs to hide behind.
-// Measured on H100 (FA3 shapes, same run): D=64 with three warpgroups ran 1.01-1.26x faster than
-// with two (least at 512 tokens, 1.14-1.26x from 2k up), causal or not.
+// Three measured faster than two at D=64 on the FA3 shapes, causal or not.
 // kHeadDim is Q's and K's head dim, kHeadDimV V's and O's (192 / 128: DeepSeek-style heads).
 constexpr int sm90_consumer_wgs(int d) { return d == 64 ? 3 : 2; }
 constexpr int sm90_kv_stages(int d) { return d <= 128 ? 3 : 2; }
@@ -109,24 +104,21 @@ struct FwdConfig {
   static_assert(kConsumerWGs == 2 || kConsumerWGs == 3);
   static constexpr int kBlockM = 64 * kConsumerWGs;
   // KV tile and pipeline depth. Per consumer thread O takes D/2 registers, S N/2 and P N/4.
-  // Measured on H100 (FA3 shapes, whole m64nN WGMMAs, same call): N=176 with 2 stages at D=128
-  // ran 0.86-0.98x of N=128 with 3 (non-causal and causal, up to 16k); 2 stages of N=128 at
-  // D=128 0.90-0.99x (non-causal); three warpgroups with N=64 and 4 stages at D=128 0.90-1.04x
-  // (geomean 0.98x). At D=256 (Q + 2 stages of N=64 fill shared memory) N=80 with K ahead of V
-  // ran 1.08-1.10x at 8k-16k non-causal but 0.94-1.00x at 512-4k, so the plan picks that
-  // variant for long keys only (sm90_dispatch.cu); without K ahead of V, N=80 lost everywhere.
+  // At D=128, N=128 with 3 stages measured fastest on the FA3 shapes (against N=176 with 2
+  // stages, N=128 with 2, and three warpgroups with N=64 and 4 stages). At D=256 (Q + 2 stages of
+  // N=64 fill shared memory) N=80 with K ahead of V is faster for long keys only, so the plan
+  // picks that variant there (sm90_dispatch.cu); without K ahead of V, N=80 lost everywhere.
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   // Where O's rescale runs: inside the ping-pong turn, between issuing Q·Kᵀ and P·V, so its
   // FMULs run in the shadow of Q·Kᵀ; or (D=128) right after P is converted, outside the turn, so
-  // the other warpgroup's turn comes sooner. Measured on H100 (same call, against the other
-  // placement): after the conversion 1.00-1.06x at D=128 (geomean 1.01x), in the turn
-  // 1.00-1.04x at D=256. D=64 (three warpgroups) was not measured the other way.
+  // the other warpgroup's turn comes sooner. Each placement measured faster at its head dim.
+  // D=64 (three warpgroups) was not measured the other way.
   static constexpr bool kRescaleInTurn = kHeadDim != 128;
   // The producer issues K one KV tile ahead of V, the order the consumers use them in (S(n) with
-  // P(n+1)·V(n+1)), so a K load never waits for a V stage to free up. With two stages at D=256
-  // that wait left the next K late: 1.02-1.07x at 512-4k non-causal, about 1.0x at 8k-16k, and
-  // 1.00-1.02x causal, measured on H100; at D=64 and D=128 (three stages) it ran 0.97-1.00x.
+  // P(n+1)·V(n+1)), so a K load never waits for a V stage to free up. With two stages (D=256)
+  // that wait left the next K late, most at short lengths; with three (D=64, D=128) the lookahead
+  // measured no faster.
   static constexpr bool kKvLookahead = kHeadDim > 128;
   // Q buffers: with two, the producer loads the next work tile's Q as soon as that tile's first K
   // is issued, instead of after every consumer warp's last Q·Kᵀ of the current tile, so Q's load
@@ -158,9 +150,9 @@ struct FwdConfig {
       AtomK{}, make_shape(Int<kBlockN>{}, Int<kHeadDim>{}, Int<kStages>{})));
   // Vᵀ's atoms (64 head-dim columns x 8 keys) are stacked along the keys first, so that each
   // 64-column slab of a stage is one TMA box (64 x BlockN): stacked along the head dim first, a box
-  // could span only one atom's 8 keys, and the producer issued 32 TMA loads per V tile at d128
-  // (ncu, H100, session 13), against 2 for K. WGMMA reads either order (the slab stride is the
-  // descriptor's leading byte offset).
+  // could span only one atom's 8 keys, and the producer issued 32 TMA loads per V tile at d128,
+  // against 2 for K. WGMMA reads either order (the slab stride is the descriptor's leading byte
+  // offset).
   using SmemLayoutVt = decltype(tile_to_shape(
       AtomVt{}, make_shape(Int<kHeadDimV>{}, Int<kBlockN>{}, Int<kStages>{}), Step<_2, _1, _3>{}));
 
@@ -683,10 +675,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // With a mask the first tile of a work tile is usually the one on its diagonal or window
       // edge (a split's share may start on a fully visible one, where the masked softmax gives
       // the same result), so it takes the masked softmax without asking: the kernel carries one
-      // copy of the unrolled softmax fewer (7% less code at d64 causal). Measured on H100 (FA3
-      // shapes, same call, interleaved runs): causal 1.008x geomean over 20 shapes, within
-      // run-to-run spread; the same for the no-mask variants, whose first tile is mostly fully
-      // visible, ran 0.98x (mask arithmetic on every work tile), so those keep asking.
+      // copy of the unrolled softmax fewer, as fast on the FA3 shapes. The no-mask variants,
+      // whose first tile is mostly fully visible, measured slower that way (mask arithmetic on
+      // every work tile), so those keep asking.
       if (!std::is_same_v<Mask, MaskNone> || kr.needs_mask(n)) softmax(n, cute::true_type{});
       else softmax(n, cute::false_type{});
       bool rescale = false;  // O is still zero: its correction factors change nothing

@@ -134,11 +134,9 @@ template <class Element, int kHeadDim, int kHeadDimV, class Mask, class Mod, cla
           int kBlockN = 0>
 Status run_fwd(const Sm90FwdArgs& a, cudaStream_t stream) {
   constexpr bool kCausal = !std::is_same_v<Mask, MaskNone>;
-  // Two Q buffers (FwdConfig::kQStages) for the d64 causal variant only. Measured on H100 (FA3
-  // shapes, bf16, same call, two interleaved runs per side, session 7): causal 1.005-1.043x from
-  // 512 to 8k (16k 1.10x, but each side's two runs there spread 9%), geomean 1.033x; without a
-  // mask 0.98-1.02x, geomean 0.995x, so that variant keeps one. At d128, two KV stages to make
-  // room for a second Q ran 0.89-1.05x (geomean 0.965x). Not measured: local, paged, d96.
+  // Two Q buffers (FwdConfig::kQStages) for the d64 causal variant only: measured faster there on
+  // the FA3 shapes, but not without a mask, and at d128 the room for a second Q costs a KV stage,
+  // which measured slower. Not measured: local, paged, d96.
   constexpr int kQStages =
       kHeadDim == 64 && kHeadDimV == 64 && std::is_same_v<Mask, MaskCausal> && !Kv::kPaged ? 2 : 1;
   using Cfg = std::conditional_t<

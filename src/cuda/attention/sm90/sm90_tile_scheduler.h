@@ -10,11 +10,11 @@
 // LongestFirstScheduler (causal, d128/d256): one CTA per tile, query tiles from the last
 //   (longest) to the first, then heads, then batch. Causal tiles cost from one key block to the whole row; the
 //   hardware hands each CTA to the first SM that frees up, which balances them with no counter in
-//   a workspace. (A static persistent order measured 10-25% slower on H100 for causal at d128/256:
-//   per-CTA work differed and K/V locality suffered.)
+//   a workspace. (A static persistent order measured slower for causal at d128/256: per-CTA work
+//   differed and K/V locality suffered.)
 // PersistentLongestFirstScheduler (causal, head dim 64): persistent again, because at d64 a tile is
-//   so short that the per-CTA prologue/epilogue dominates (persistent measured 0.78-0.82x cuDNN at
-//   s512-1k against 0.64-0.70x one CTA per tile). Order: heads fastest, then query tiles longest
+//   so short that the per-CTA prologue/epilogue dominates (measured faster than one CTA per tile
+//   at 512-1k tokens). Order: heads fastest, then query tiles longest
 //   first, then batch; rounds alternate direction ("snake": CTA c takes r·grid + c on even rounds,
 //   r·grid + grid-1-c on odd ones), as a plain round robin would give CTA 0 the longest tile of
 //   every round.
@@ -149,9 +149,9 @@ struct PersistentCausalPairScheduler {
 };
 
 // Whether the pair grid fills the GPU: it runs one CTA per pair of 128-row query tiles, so with
-// fewer pairs than SMs it leaves SMs idle that one CTA per tile would use (measured on H100, GQA
-// 32/8 d128 causal, 512 queries x 8192 keys: 64 pairs took 0.202 ms, one CTA per tile 0.116 ms in
-// an earlier call). The shapes where pairs were measured faster have 4 or more pairs per SM.
+// fewer pairs than SMs it leaves SMs idle that one CTA per tile would use (GQA 32/8 d128 causal,
+// 512 queries x 8192 keys, 64 pairs: one CTA per tile measured much faster). The shapes where
+// pairs were measured faster have 4 or more pairs per SM.
 inline bool causal_pairs_fill(int64_t q_rows, int64_t heads_times_batch, int sms) {
   const int64_t pairs = ((q_rows + 127) / 128 + 1) / 2 * heads_times_batch;
   return pairs >= sms;
@@ -204,7 +204,7 @@ struct WithVarlen {
   }
 };
 
-// The scheduler of each variant (measured on H100, FlashAttention-3 paper shapes). Causal at d64,
+// The scheduler of each variant (chosen on the FlashAttention-3 paper shapes). Causal at d64,
 // d128 and d256 takes PersistentCausalPairScheduler instead for batched contiguous K/V up to 8192
 // query rows (1024 at d64) where the pairs fill the SMs (causal_pairs_fill; sm90_dispatch.cu).
 template <int kHeadDim, bool kCausal>
