@@ -43,6 +43,8 @@ struct AttentionArgs {
   // FP8 (e4m3) K and V, a quantised KV cache (Q and O stay fp16 / bf16): the keys and values are
   // k_scale * K and v_scale * V, each scale fp32 per tensor [1], per KV head [Hkv], or per
   // (token, KV head) shaped like K (V) without its last dimension. Given only with e4m3 K / V.
+  // The CUDA decode kernel computes in fp16 (bf16 queries scaled by a power of two to fit):
+  // per-token V scales multiply the fp16 probabilities, so they must stay below 65504.
   TensorView k_scale, v_scale;
   TensorView cu_seqlens_q;  // optional, int32 [B+1]
   TensorView cu_seqlens_k;  // optional, int32 [B+1]

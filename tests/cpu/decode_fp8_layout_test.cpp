@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 
 #include "cpu/half.h"
@@ -139,6 +141,37 @@ TEST(DecodeFp8Layout, PTimesV) {
       for (int j = 0; j < kKeys; ++j) want += p[m][j] * e4m3(v[j][d]);
       ASSERT_NEAR(o[m][d], want, 1e-9 * (1 + std::abs(want))) << "row " << m << " dim " << d;
     }
+}
+
+// bf16 queries become fp16 MMA operands as q 2^-e: for every bf16 amax the largest value lands in
+// [2^14, 2^15), and every bf16 value of magnitude in [amax 2^-28, amax] survives the round trip
+// through fp16 exactly; the edge cases give 0.
+TEST(DecodeFp8Layout, QExponentKeepsBf16QueriesExactInFp16) {
+  std::mt19937 rng(11);
+  for (uint32_t a = 0x0080; a < 0x7f80; a += 1) {  // every positive normal bf16 amax
+    const float amax = ref::bf16_to_float(static_cast<uint16_t>(a));
+    const int e = fp8_q_exponent(amax);
+    if (amax < 0x1p-85f) {
+      ASSERT_EQ(e, -100) << amax;
+      continue;
+    }
+    const float top = std::ldexp(amax, -e);
+    ASSERT_TRUE(top >= 0x1p14f && top < 0x1p15f) << "amax " << amax << " e " << e;
+    for (int i = 0; i < 8; ++i) {  // bf16 values in [amax 2^-28, amax]
+      const float v = ref::bf16_to_float(ref::float_to_bf16(std::ldexp(amax, -static_cast<int>(rng() % 29)) *
+                                                  (0.5f + (rng() % 1000) / 2000.f)));
+      if (v < std::ldexp(amax, -28) || v > amax) continue;
+      const float scaled = std::ldexp(v, -e);
+      ASSERT_EQ(ref::fp16_to_float(ref::float_to_fp16(scaled)), scaled) << "v " << v << " amax " << amax;
+    }
+  }
+  EXPECT_EQ(fp8_q_exponent(0.f), 0);
+  EXPECT_EQ(fp8_q_exponent(std::numeric_limits<float>::infinity()), 0);
+  EXPECT_EQ(fp8_q_exponent(std::numeric_limits<float>::quiet_NaN()), 0);
+  EXPECT_EQ(fp8_q_exponent(std::numeric_limits<float>::denorm_min()), -100);
+  EXPECT_EQ(fp8_q_exponent(std::numeric_limits<float>::max()), 113);
+  EXPECT_EQ(fp8_q_exponent(1.f), -14);
+  EXPECT_TRUE(std::isfinite(std::ldexp(1.f, 113)) && std::ldexp(1.f, -100) > 0.f);
 }
 
 }  // namespace

@@ -2,10 +2,11 @@
 // cache (which dequantises, then runs the fp32 reference): every scale kind over contiguous,
 // ragged and paged K / V (page sizes 1 / 16 / 48 / 64), GQA groups 1 to 16, head dims 64 / 128 /
 // 256, fp16 and bf16 queries, forced split counts over uneven lengths, masks, softcap, ALiBi,
-// sinks and LSE, speculative (multi-token) queries, padded rows, bit-identical reruns; shapes the
-// decode kernel does not hold are refused by name.
+// sinks and LSE, speculative (multi-token) queries, bf16 queries outside fp16's range, padded
+// rows, bit-identical reruns; shapes the decode kernel does not hold are refused by name.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "common/fp8_kv.h"
@@ -93,6 +94,21 @@ TEST(PortableDecodeFp8, MasksModsSinksAndSpeculativeTokens) {
       for (Fp8Scale kind : kKinds) check_fp8(c, kind);
     }
   }
+}
+
+// bf16 queries are scaled by a power of two into fp16 for the MMAs (fp8_q_exponent): queries far
+// beyond fp16's range, and far below its normal range, give the reference's scores.
+TEST(PortableDecodeFp8, Bf16QueriesOutsideFp16Range) {
+  uint64_t seed = 4350;
+  for (float mag : {1e5f, 1e-5f})
+    for (Fp8Scale kind : {Fp8Scale::kTensor, Fp8Scale::kToken}) {
+      AttnCase c = gqa_decode_case(3, 1, 700, ++seed);
+      c.kv = KvKind::kPaged;
+      c.qk_scale = mag;  // q and k ~ N(0, mag^2): logits back to N(0, 1) through the scale
+      c.scale = 1.f / std::sqrt(static_cast<float>(c.dqk)) / (mag * mag);
+      SCOPED_TRACE("magnitude " + std::to_string(mag));
+      check_fp8(c, kind);
+    }
 }
 
 TEST(PortableDecodeFp8, BitIdenticalReruns) {

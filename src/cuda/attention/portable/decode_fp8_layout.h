@@ -3,6 +3,7 @@
 // replays ldmatrix and mma.m16n8k16 lane by lane (tests/cpu/decode_fp8_layout_test.cpp).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 namespace attnkit::gpu {
@@ -28,5 +29,17 @@ inline constexpr uint32_t kFp8VPairSelector = 0x3120;
 // The dim (0..15 within its 16-dim chunk) of accumulator element e (0..3) of a lane with
 // t = lane % 4, in the n-block of the chunk's even (parity 0) or odd (1) dims.
 constexpr int fp8_o_dim(int t, int e, int parity) { return 4 * t + 2 * (e & 1) + parity; }
+
+// The exponent e by which bf16 queries are scaled down (q 2^-e) to become fp16 MMA operands
+// (fp8_q_bf16_to_half): amax 2^-e lies in [2^14, 2^15) for the CTA's largest |q| = amax, so no
+// value overflows fp16 and each one down to amax 2^-28 stays exact (smaller ones round to fp16
+// subnormals, off by at most amax 2^-39). Clamped to [-100, 113] so that 2^e and 2^-e stay finite
+// floats; 0 for amax 0, infinite or NaN.
+constexpr int fp8_q_exponent(float amax) {
+  const int biased = static_cast<int>((std::bit_cast<uint32_t>(amax) >> 23) & 0xffu);
+  if (!(amax > 0.f) || biased == 0xff) return 0;
+  const int e = biased - 126 - 15;  // amax = m 2^(biased - 126), m in [0.5, 1)
+  return e < -100 ? -100 : e > 113 ? 113 : e;
+}
 
 }  // namespace attnkit::gpu

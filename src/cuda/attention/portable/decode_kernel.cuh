@@ -97,16 +97,12 @@ struct DecodeTile {
 };
 
 // Key groups of the tile each decode variant runs. 8 warps (4 key groups, 64-key stages: two
-// stages and Q in the 96 KB budget at head dim 128, 116 registers under the 2-CTA cap) were
-// measured on an H100 against the 4-warp tile on every decode bench shape (the plain variant):
-// paged KV up to 6% faster (b1 x 8k page 16: 26.0 vs 27.8 us), contiguous within 1% at
-// b >= 16 x >= 8k and the same at b1 x 8k. Once the prologue filled every stage (five 32-key
-// stages of the 4-warp tile in flight from the start, against two 64-key ones), the 4-warp tile
-// measured faster for split calls over contiguous or ragged KV (kSplitContiguous), H100
-// 2026-11-26, same-call A/B with 2-block splits: b1 x 1k 7.6%, b16 x 1k 3.1%, b1 x 8k 0.9%, b1 x
-// 32k -0.9%; paged calls (4 warps 1-3% slower at b1) and unsplit ones (b64: 1% slower) keep 8
-// warps. The generic variant (it would spill under the cap),
-// other head dims and 32-row tiles keep 4 warps: not measured.
+// stages and Q in the 96 KB budget at head dim 128, 116 registers under the 2-CTA cap) measured
+// faster than the 4-warp tile for paged KV and as fast for contiguous KV on the decode bench
+// shapes (the plain variant); split calls over contiguous or ragged KV (kSplitContiguous), whose
+// prologue fills five 32-key stages of the 4-warp tile against two 64-key ones, measured faster
+// with 4 warps. The generic variant (it would spill under the cap), other head dims and 32-row
+// tiles keep 4 warps: not measured.
 template <int kDqk, int kDv, int kMT, bool kPlain, bool kSplitContiguous>
 constexpr int decode_key_groups() {
   return kPlain && kDqk == 128 && kDv == 128 && kMT == 1 && !kSplitContiguous ? 4 : 2;
@@ -195,6 +191,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   constexpr bool kFp8 = Tile::kFp8;
   constexpr int kCE = Tile::kCE;
   using KvT = std::conditional_t<kFp8, uint8_t, T>;
+  using MmaT = std::conditional_t<kFp8, __half, T>;  // FP8: fp16 MMAs (decode_fp8.cuh)
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
@@ -380,9 +377,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   };
   // Paged: offsets within a page in 32 bits, and one wide multiply-add of the page onto them (the
   // plan checks that every K / V stride and in-page offset fits: paged_offsets_fit_32,
-  // portable_dispatch.cu). In 64 bits this arithmetic made the paged kernel execute 55% more
-  // instructions than the contiguous one (ncu, H200, b64 x 8k page 16: 339 M against 219 M; now
-  // 302 M), which held it near 3.3 TB/s.
+  // portable_dispatch.cu). In 64 bits this arithmetic made the paged kernel execute half again
+  // as many instructions as the contiguous one, which held its bandwidth down.
   auto paged_offset = [&](int entry, int row, int col, int64_t outer, int64_t row_stride,
                           int64_t head_stride) -> int64_t {
     const uint32_t in_page = static_cast<uint32_t>(row) * static_cast<uint32_t>(row_stride) +
@@ -538,10 +534,17 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       kFp8 ? (kh * 16 + fp8_v_lane_key(lane)) * kVS + dh * kDvWarp + fp8_v_lane_byte(lane)
            : (kh * 16 + (mi & 1) * 8 + mr) * kVS + dh * kDvWarp + (mi >> 1) * 8;
   // FP8: the scales of this KV head (per tensor / per KV head; 1 when per token, which the
-  // stages carry). V's multiplies O at the end.
-  float k_scale_head = 1.f, v_scale_head = 1.f;
+  // stages carry). K's multiplies the scores, with the factor that undoes bf16 queries' scaling
+  // into fp16 (q_unscale); V's multiplies O at the end.
+  float q_unscale = 1.f, k_scale_head = 1.f, v_scale_head = 1.f;
   if constexpr (kFp8) {
-    if (!p.k_scale.per_token) k_scale_head = __ldg(p.k_scale.data + hk * p.k_scale.head_stride);
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      cp_async_wait<kStages - 1>();  // group 0: Q (and the first stage)
+      __shared__ unsigned q_amax_bits;
+      q_unscale = fp8_q_bf16_to_half<kRows, kDqk, kQS, kThreads>(sQ, &q_amax_bits);
+    }
+    k_scale_head = q_unscale;
+    if (!p.k_scale.per_token) k_scale_head *= __ldg(p.k_scale.data + hk * p.k_scale.head_stride);
     if (!p.v_scale.per_token) v_scale_head = __ldg(p.v_scale.data + hk * p.v_scale.head_stride);
   }
 
@@ -606,14 +609,14 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
 #pragma unroll
         for (int sl = 0; sl < 2; ++sl) {
           uint32_t b[2][2];
-          fp8_k_fragment<T>(rk[sl], b[0][0], b[0][1]);
-          fp8_k_fragment<T>(rk[2 + sl], b[1][0], b[1][1]);
+          fp8_k_fragment(rk[sl], b[0][0], b[0][1]);
+          fp8_k_fragment(rk[2 + sl], b[1][0], b[1][1]);
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt) {
             uint32_t a[4];
             q_frag(mt, 2 * kk2 + sl, a);
-            MmaOp<T>::run(s[mt][0], a, b[0][0], b[0][1]);
-            MmaOp<T>::run(s[mt][1], a, b[1][0], b[1][1]);
+            MmaOp<MmaT>::run(s[mt][0], a, b[0][0], b[0][1]);
+            MmaOp<MmaT>::run(s[mt][1], a, b[1][0], b[1][1]);
           }
         }
       }
@@ -637,8 +640,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     if constexpr (kFp8) {
       const float* sc = sScale + stage * 2 * kBlockN + kh * 16 + (lane % 4) * 2;
       if (p.k_scale.per_token) {
-        ks[0] = *reinterpret_cast<const float2*>(sc);
-        ks[1] = *reinterpret_cast<const float2*>(sc + 8);
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          const float2 k = *reinterpret_cast<const float2*>(sc + 8 * n);
+          ks[n] = make_float2(k.x * q_unscale, k.y * q_unscale);
+        }
       }
       if (p.v_scale.per_token) {
         vs[0] = *reinterpret_cast<const float2*>(sc + kBlockN);
@@ -689,40 +695,44 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       }
     }
 
-    // ---- O += P V over this warp's 16 keys and Dv half
+    // ---- O += P V over this warp's 16 keys and Dv half. FP8 per-token V scales multiply P (the
+    // row sums l above are P's own).
+    if constexpr (kFp8) {
+      if (p.v_scale.per_token) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int n = 0; n < 2; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mt][n][e] *= (e & 1) ? vs[n].y : vs[n].x;
+      }
+    }
     uint32_t pa[kMT][4];
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
-      pa[mt][0] = pack2<T>(s[mt][0][0], s[mt][0][1]);
-      pa[mt][1] = pack2<T>(s[mt][0][2], s[mt][0][3]);
-      pa[mt][2] = pack2<T>(s[mt][1][0], s[mt][1][1]);
-      pa[mt][3] = pack2<T>(s[mt][1][2], s[mt][1][3]);
+      pa[mt][0] = pack2<MmaT>(s[mt][0][0], s[mt][0][1]);
+      pa[mt][1] = pack2<MmaT>(s[mt][0][2], s[mt][0][3]);
+      pa[mt][2] = pack2<MmaT>(s[mt][1][0], s[mt][1][1]);
+      pa[mt][3] = pack2<MmaT>(s[mt][1][2], s[mt][1][3]);
     }
     if constexpr (kFp8) {
       // n-block 2c of acc: the even dims of 16-dim chunk c, 2c + 1: its odd dims (decode_fp8.cuh)
-      auto pv = [&](auto scaled) {
 #pragma unroll
-        for (int cc = 0; cc < kDvWarp / 32; ++cc) {
-          uint32_t rv[4];  // keys 0-7 | 8-15 (x) chunks 2cc | 2cc + 1
-          ldmatrix_x4_trans(v_base + cc * 32, rv);
+      for (int cc = 0; cc < kDvWarp / 32; ++cc) {
+        uint32_t rv[4];  // keys 0-7 | 8-15 (x) chunks 2cc | 2cc + 1
+        ldmatrix_x4_trans(v_base + cc * 32, rv);
 #pragma unroll
-          for (int ch = 0; ch < 2; ++ch) {
-            uint32_t even[2], odd[2];
-            fp8_v_pairs<T, decltype(scaled)::value>(rv[2 * ch], rv[2 * ch + 1], vs[0], vs[1],
-                                                    even, odd);
-            const int c = 2 * cc + ch;
+        for (int ch = 0; ch < 2; ++ch) {
+          uint32_t even[2], odd[2];
+          fp8_v_pairs(rv[2 * ch], rv[2 * ch + 1], even, odd);
+          const int c = 2 * cc + ch;
 #pragma unroll
-            for (int mt = 0; mt < kMT; ++mt) {
-              MmaOp<T>::run(acc[mt][2 * c], pa[mt], even[0], even[1]);
-              MmaOp<T>::run(acc[mt][2 * c + 1], pa[mt], odd[0], odd[1]);
-            }
+          for (int mt = 0; mt < kMT; ++mt) {
+            MmaOp<MmaT>::run(acc[mt][2 * c], pa[mt], even[0], even[1]);
+            MmaOp<MmaT>::run(acc[mt][2 * c + 1], pa[mt], odd[0], odd[1]);
           }
         }
-      };
-      if (p.v_scale.per_token)
-        pv(std::true_type{});
-      else
-        pv(std::false_type{});
+      }
     } else {
 #pragma unroll
       for (int nn = 0; nn < kDvWarp / 16; ++nn) {
