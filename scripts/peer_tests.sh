@@ -36,12 +36,18 @@ for suite in ${PEER_SUITES:-fa3 fla fla-baseline}; do
     fla | fla-baseline)
       if [ ! -f .peer/fla/ops/test_gdn.py ]; then echo "missing .peer/fla/ops/test_gdn.py"; rc=1; continue; fi
       swap=$([ "$suite" = fla ] && echo 1 || echo 0)
+      # pytest puts the rootdir (.peer/fla) first on sys.path: a fla_swap.py left there would
+      # shadow tests/peer's and run fla's own kernels under the attnkit label.
+      rm -f .peer/fla/fla_swap.py
       (cd .peer/fla && ATTNKIT_PEER_SWAP=$swap PYTHONPATH="$ROOT/tests/peer${PYTHONPATH:+:$PYTHONPATH}" \
         python3 -m pytest -q -rfEs -p no:cacheprovider -p fla_swap -o log_cli=false ${PEER_PYTEST_ARGS:-} ops/test_gdn.py) \
         > "$LOGS/$suite.log" 2>&1
       ;;
     *) echo "unknown suite $suite"; rc=1; continue ;;
   esac
+  if [ "$suite" = fla ] && ! grep -q "gated delta rule: attnkit.fla" "$LOGS/$suite.log"; then
+    echo "the fla suite did not run attnkit.fla (see the plugin line of $LOGS/$suite.log)"; rc=1
+  fi
   summarise "$LOGS/${suite}.log"
 done
 exit $rc
