@@ -359,18 +359,21 @@ Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnD
   if (!p->indices_on_host) return Status::Ok();
   ATTNKIT_RETURN_IF_ERROR(read_int32(a.state_indices, "state_indices", opts.stream, &p->slots));
   // Two sequences sharing a slot would race on it (and the result would depend on the order).
-  std::vector<int64_t> owner(static_cast<size_t>(p->P), -1);
+  // Sorted (slot, sequence) pairs find a repeat in O(N log N), whatever the pool's size.
+  std::vector<std::pair<int32_t, int64_t>> by_slot(static_cast<size_t>(p->N));
   for (int64_t n = 0; n < p->N; ++n) {
     const int32_t s = p->slots[n];
     if (s < 0 || s >= p->P)
       return Status::Invalid("state_indices[" + num(n) + "] = " + num(s) + " is outside [0, " +
                              num(p->P) + ") (state_pool slots)");
-    if (owner[s] >= 0)
-      return Status::Invalid("state_indices[" + num(n) + "] = " + num(s) +
-                             " repeats state_indices[" + num(owner[s]) +
-                             "]: each sequence needs its own slot");
-    owner[s] = n;
+    by_slot[n] = {s, n};
   }
+  std::sort(by_slot.begin(), by_slot.end());
+  for (size_t i = 1; i < by_slot.size(); ++i)
+    if (by_slot[i].first == by_slot[i - 1].first)
+      return Status::Invalid("state_indices[" + num(by_slot[i].second) + "] = " +
+                             num(by_slot[i].first) + " repeats state_indices[" +
+                             num(by_slot[i - 1].second) + "]: each sequence needs its own slot");
   return Status::Ok();
 }
 
