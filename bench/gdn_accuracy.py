@@ -12,7 +12,7 @@ against that reference, and writes them as JSON.
                                 [--out DIR]
 
 Exits non-zero if attnkit fails, if fla cannot be imported, or if attnkit's error exceeds
-DESIGN.md's Gated DeltaNet bound (relative L2 1e-2).
+docs/design.md's Gated DeltaNet bound (relative L2 1e-2).
 """
 import argparse
 import json
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 CASES = {"B1_T4k": [4096], "B1_T16k": [16384], "B1_T64k": [65536],
          "varlen8_32k": [1000, 7000, 3000, 5000, 2768, 8000, 4000, 2000]}
 H, HV, K, V = 16, 32, 128, 128
-REL_L2_BOUND = 1e-2  # DESIGN.md, Gated DeltaNet
+REL_L2_BOUND = 1e-2  # docs/design.md, Gated DeltaNet
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("--attnkit", default="build/tools/attnkit", help="the attnkit binary")
@@ -99,7 +99,7 @@ for label in args.cases.split(","):
     failed |= not ok
     print(f"{label}: attnkit o rel_l2 {row['attnkit_o']['rel_l2']:.3e} state {row['attnkit_state']['rel_l2']:.3e}"
           f" | fla o rel_l2 {row['fla_o']['rel_l2']:.3e} state {row['fla_state']['rel_l2']:.3e}"
-          f"{'' if ok else '  (attnkit above the DESIGN.md bound)'}", flush=True)
+          f"{'' if ok else '  (attnkit above the docs/design.md bound)'}", flush=True)
 
 os.makedirs(args.out, exist_ok=True)
 with open(os.path.join(args.out, "gdn_accuracy.json"), "w") as f:

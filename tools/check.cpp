@@ -22,7 +22,7 @@ namespace {
 using testkit::ErrorStats;
 using testkit::Tolerance;
 
-// fp32 has no DESIGN.md bound (GPU kernels take bf16/fp16); this one fits fp32 accumulation
+// fp32 has no docs/design.md bound (GPU kernels take bf16/fp16); this one fits fp32 accumulation
 // against fp64 for the small shapes a check uses.
 constexpr Tolerance kAttnFp32{1e-5, 1e-4};
 constexpr Tolerance kExact{0, 0};
@@ -52,7 +52,7 @@ struct Metric {
   std::string name;
   ErrorStats e;
   Tolerance tol{};
-  bool abs_only = false;  // LSE: DESIGN.md bounds its absolute error only
+  bool abs_only = false;  // LSE: docs/design.md bounds its absolute error only
   int64_t ref_nan = 0;
   bool ok = false;
 };
@@ -435,7 +435,7 @@ Flags make_flags() {
           "PASS/FAIL with the tolerance used. Exit: 0 pass, 1 fail, 2 bad flags, 3 unsupported.");
   f.section("What to run")
       .add("op", FlagType::kString, "attention", "attention | merge | gdn | gdn-decode | append-kv")
-      .add("edge-shapes", FlagType::kBool, "", "run the DESIGN.md edge-shape list instead of one op")
+      .add("edge-shapes", FlagType::kBool, "", "run the edge shapes of docs/design.md, not one op")
       .add("allow-unsupported", FlagType::kBool, "",
            "with --edge-shapes: unsupported cases do not make the exit status non-zero")
       .add("backend", FlagType::kString, "auto", "auto | cpu | cuda-portable | cuda-sm90")

@@ -1,4 +1,4 @@
-// The edge-shape list of DESIGN.md ("Correctness"), as run by `attnkit check --edge-shapes`:
+// The edge-shape list of docs/design.md ("Correctness"), as run by `attnkit check --edge-shapes`:
 // zero-length sequences, Sq > Sk causal, one token, prime lengths, page sizes 1/16/48/256,
 // Hq/Hkv of 1/4/7/8, head dims 64..256 (and 192/128), rows fully masked by a window, large
 // logits, very uneven varlen batches; plus merge_states and Gated DeltaNet corner cases.

@@ -43,7 +43,8 @@ struct GdnCumsumArgs {
 Status gdn_chunk_cumsum(const GdnCumsumArgs& args, const ExecOptions& opts = {});
 
 // 2. Per chunk: A = strict_lower(diag(beta) (K K^T (.) Gamma)), Gamma[i,j] = exp(g_cum[i]-g_cum[j]);
-//    a_inv = (I + A)^-1, stored row-wise: a_inv[b, t, hv, c] = row (t mod 64), column c of the chunk.
+//    a_inv = (I + A)^-1, stored row-wise: a_inv[b, t, hv, c] = row (token t's position
+//    within its chunk), column c of the chunk.
 //    [B, T, HV, 64].
 struct GdnKktInverseArgs {
   TensorView k, beta, g_cum, cu_seqlens, a_inv;

@@ -18,14 +18,14 @@ struct ErrorStats {
 
 ErrorStats compare(const std::vector<float>& out, const std::vector<float>& ref);
 
-// Tolerances from DESIGN.md.
+// Tolerances from docs/design.md.
 struct Tolerance {
   double rel_l2;
   double max_abs;
 };
 inline constexpr Tolerance kAttnBf16{5e-3, 3e-2};
 inline constexpr Tolerance kAttnFp16{2e-3, 1e-2};
-// LSE: DESIGN.md's bound is 1e-3 absolute; the rel-L2 term only guards against a wholesale offset.
+// LSE: 1e-3 absolute (docs/design.md); the rel-L2 term only guards against a wholesale offset.
 inline constexpr Tolerance kLse{1e-4, 1e-3};
 inline constexpr Tolerance kGdn{1e-2, 1e-1};
 

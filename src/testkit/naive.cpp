@@ -1,5 +1,5 @@
 // Naive fp64 softmax attention and merge_states, written from the definitions in attention.h and
-// DESIGN.md. Deliberately independent of src/api and src/cpu (apart from the element loaders): it
+// docs/design.md. Deliberately independent of src/api and src/cpu (except the element loaders): it
 // re-derives every length from the index tensors and tests the mask key by key, so that a mistake
 // in the CPU backend's shortcuts cannot hide in a shared helper.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Naive fp64 references written straight from the definitions in DESIGN.md, independent of the
+// Naive fp64 references written straight from the definitions in docs/design.md, independent of the
 // library's CPU backend: what the CPU backend is tested against (and `attnkit check --naive`).
 // Inputs are host views of any float dtype; results are fp64, in the row-major order of O's
 // (and LSE's) logical shape.

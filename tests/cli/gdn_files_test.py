@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CTest for `attnkit gdn-files` on the CPU backend (standard library only): random inputs written as
 raw files, the command run on them, its outputs read back. Checks that every output element is
-written and finite, that attnkit's output is within DESIGN.md's Gated DeltaNet bound of the fp32
+written and finite, that attnkit's output meets docs/design.md's Gated DeltaNet bound vs the fp32
 recurrent reference (and not identical to it: two different algorithms), and that a truncated input
 file is refused with exit code 2.
 

@@ -1,4 +1,4 @@
-// DESIGN.md's edge shapes on the CPU backend: empty sequences, more queries than keys, one token,
+// The edge shapes of docs/design.md on the CPU backend: empty sequences, Sq > Sk, one token,
 // prime lengths, rows masked out by a window, large logits, very uneven batches; plus the results
 // that must not depend on num_splits or on the thread count.
 #include <gtest/gtest.h>

@@ -331,7 +331,7 @@ TEST_P(GdnStagePipeline, MatchesNaiveAndFusedForward) {
   ASSERT_TRUE(testkit::naive_gdn(d.args(o), &o_ref, &fin_ref).ok());
   const auto eo = testkit::compare(o.to_float(), test::to_float_vec(o_ref));
   const auto ef = testkit::compare(fin.to_float(), test::to_float_vec(fin_ref));
-  // bf16 intermediates: DESIGN's 1e-2. fp32 ones: only o's own bf16 rounding (2^-8 relative at
+  // bf16 intermediates: docs/design.md's 1e-2. fp32 ones: only o's own bf16 rounding (2^-8 relative at
   // most per element) and fp32 arithmetic remain.
   const double o_tol = inter == DType::kFloat32 ? 3e-3 : testkit::kGdn.rel_l2;
   const double s_tol = inter == DType::kFloat32 ? 5e-6 : testkit::kGdn.rel_l2;

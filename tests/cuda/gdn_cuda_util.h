@@ -51,7 +51,8 @@ inline Buffer poisoned(DType dt, std::vector<int64_t> shape) {
   return b;
 }
 
-// GPU result vs CPU reference at the DESIGN tolerance; NaN (an unwritten poisoned element) fails.
+// GPU result vs CPU reference at the docs/design.md tolerance; NaN (an unwritten poisoned element)
+// fails.
 inline void expect_close(const Buffer& gpu, const Buffer& ref, const char* what,
                          testkit::Tolerance tol = testkit::kGdn) {
   const auto e = testkit::compare(gpu.to_float(), ref.to_float());

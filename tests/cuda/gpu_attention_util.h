@@ -19,7 +19,7 @@ namespace attnkit::test {
 inline testkit::Tolerance gpu_o_tolerance(DType dt) {
   return dt == DType::kFloat16 ? testkit::kAttnFp16 : testkit::kAttnBf16;
 }
-// DESIGN.md: LSE within 1e-3 absolute. (testkit::kLse's rel_l2 of 1e-6 is the CPU-vs-fp64 bound,
+// docs/design.md: LSE within 1e-3 absolute. (The CPU-vs-fp64 bound, rel_l2 1e-6, is
 // below fp32 exp/log rounding on the GPU; the relative bound here still catches any real error.)
 inline constexpr testkit::Tolerance kGpuLse{1e-4, 1e-3};
 
