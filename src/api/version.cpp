@@ -11,6 +11,8 @@ bool built_with_cuda() {
 #endif
 }
 const char* cuda_architectures() { return ATTNKIT_CUDA_ARCHS; }
-const char* kernel_filter() { return ATTNKIT_KERNEL_FILTER[0] != '\0' ? ATTNKIT_KERNEL_FILTER : "all"; }
+const char* kernel_filter() {
+  return ATTNKIT_KERNEL_FILTER[0] != '\0' ? ATTNKIT_KERNEL_FILTER : "all";
+}
 const char* version() { return ATTNKIT_VERSION; }
 }  // namespace attnkit

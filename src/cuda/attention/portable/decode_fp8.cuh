@@ -66,8 +66,8 @@ __device__ float fp8_q_bf16_to_half(__nv_bfloat16* sQ, unsigned* amax_bits) {
   __syncthreads();
   float mx = 0.f;
   for (int i = tid; i < kPairs; i += kThreads) {
-    const float2 f = __bfloat1622float2(
-        *reinterpret_cast<const __nv_bfloat162*>(sQ + (i / (kDqk / 2)) * kQS + 2 * (i % (kDqk / 2))));
+    const auto* q = sQ + (i / (kDqk / 2)) * kQS + 2 * (i % (kDqk / 2));
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(q));
     mx = fmaxf(mx, fmaxf(fabsf(f.x), fabsf(f.y)));
   }
   // Non-negative floats order as their bit patterns.

@@ -128,7 +128,8 @@ std::string built_dims(bool kv_fp8) {
     bool seen = v.kv_fp8 != kv_fp8;
     for (size_t j = 0; j < i && !seen; ++j)
       seen = kVariants[j].kv_fp8 == kv_fp8 && kVariants[j].dqk == v.dqk && kVariants[j].dv == v.dv;
-    if (!seen) out += (out.empty() ? "" : ", ") + std::to_string(v.dqk) + "/" + std::to_string(v.dv);
+    if (!seen)
+      out += (out.empty() ? "" : ", ") + std::to_string(v.dqk) + "/" + std::to_string(v.dv);
   }
   return out.empty() ? "none" : out;
 }
@@ -261,10 +262,10 @@ Status portable_attention_supports(const AttentionArgs& args, const AttnProblem&
         "this call has head dims " + std::to_string(prob.dqk) + "/" + std::to_string(prob.dv) +
         " and " + std::to_string(decode_rows(prob)) + " rows" + kernel_filter_note());
   if (find_variant(prob) == nullptr)
-    return Status::Unsupported("portable CUDA attention has no " + std::string(to_string(prob.dtype)) +
-                               " kernel for head dims q/k " + std::to_string(prob.dqk) + ", v " +
-                               std::to_string(prob.dv) + " (built: " + built_dims(false) + ")" +
-                               kernel_filter_note());
+    return Status::Unsupported("portable CUDA attention has no " +
+                               std::string(to_string(prob.dtype)) + " kernel for head dims q/k " +
+                               std::to_string(prob.dqk) + ", v " + std::to_string(prob.dv) +
+                               " (built: " + built_dims(false) + ")" + kernel_filter_note());
   const int64_t k_extent =
       prob.kv == KvLayout::kPaged ? prob.max_pages * prob.page_size() : prob.k_rows;
   if (prob.q_rows > INT32_MAX / 2 || k_extent > INT32_MAX / 2 ||
