@@ -34,7 +34,7 @@ total=0 clean=0 skipped=0
 log=$(mktemp)
 runs=()
 # racecheck misreads __syncthreads() in kernels that also sync on a partial named barrier
-# (bench/racecheck_probe.cu shows it on a kernel without any race), so its reports on those say
+# (experiments/racecheck_probe.cu shows it on a kernel without any race), so its reports on those say
 # nothing: the Gated DeltaNet forward's sm90 intra kernel (its inverse syncs one warpgroup) and its
 # mma.sync kernels. So racecheck sees the forward cases with the mma.sync intra kernel
 # (ATTNKIT_GDN_INTRA_NO_WGMMA=1: the sm90 state/output kernel still runs), memcheck and synccheck

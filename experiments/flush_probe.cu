@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "cuda_exit.h"
+#include "bench/cuda_exit.h"
 #include "testkit/read_floor.h"
 
 namespace {

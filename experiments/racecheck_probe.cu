@@ -1,6 +1,6 @@
 // Probe: does compute-sanitizer racecheck track __syncthreads() correctly in a kernel that also
 // uses a named barrier over part of the block? Run it under racecheck, one mode per run:
-//   compute-sanitizer --tool racecheck build-gpu/bench/racecheck_probe <mode>
+//   compute-sanitizer --tool racecheck build-gpu/experiments/racecheck_probe <mode>
 // Every shared-memory access below is ordered by a block-wide barrier, so any hazard racecheck
 // reports is a false positive. Modes: the first warpgroup (threads 0-127) copies its own slot of
 // `a` into `t` with no named barrier (0), or behind a 128-thread named barrier that orders nothing
@@ -16,7 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cuda_exit.h"
+#include "bench/cuda_exit.h"
 
 namespace {
 
