@@ -16,60 +16,11 @@
 
 #include "attnkit/attention.h"
 
+#include "fuzz_input.h"
+
 namespace {
 
-struct Bytes {
-  const uint8_t* p;
-  size_t n;
-  uint8_t next() {
-    if (n == 0) return 0;
-    --n;
-    return *p++;
-  }
-  int pick(int hi) { return hi <= 0 ? 0 : next() % (hi + 1); }  // 0..hi
-};
-
-// One tensor: its own allocation of exactly the elements its strides reach.
-struct Owned {
-  std::vector<uint8_t> mem;
-  attnkit::TensorView view;
-};
-
-Owned make(attnkit::DType dt, std::vector<int64_t> shape, int64_t pad, Bytes& in) {
-  Owned o;
-  const int nd = static_cast<int>(shape.size());
-  std::vector<int64_t> stride(nd, 1);
-  for (int i = nd - 2; i >= 0; --i) stride[i] = stride[i + 1] * (shape[i + 1] + (i + 1 == nd - 1 ? pad : 0));
-  int64_t span = 1;
-  for (int i = 0; i < nd; ++i) {
-    if (shape[i] == 0) span = 0;
-    if (span) span += (shape[i] - 1) * stride[i];
-  }
-  const size_t es = attnkit::dtype_size(dt);
-  o.mem.resize(static_cast<size_t>(span) * es);
-  for (auto& b : o.mem) b = in.next() & (dt == attnkit::DType::kFloat8E4M3 ? 0x77 : 0x3f);
-  o.view.data = o.mem.empty() ? nullptr : o.mem.data();
-  o.view.dtype = dt;
-  o.view.ndim = nd;
-  for (int i = 0; i < nd; ++i) {
-    o.view.shape[i] = shape[i];
-    o.view.stride[i] = stride[i];
-  }
-  return o;
-}
-
-// A tensor laid out in memory as `stored` (row-major, padded like make), viewed with its dims
-// permuted: view dim i is stored dim perm[i].
-Owned make_perm(attnkit::DType dt, std::vector<int64_t> stored, std::vector<int> perm, int64_t pad,
-                Bytes& in) {
-  Owned o = make(dt, stored, pad, in);
-  const attnkit::TensorView s = o.view;
-  for (size_t i = 0; i < perm.size(); ++i) {
-    o.view.shape[i] = s.shape[perm[i]];
-    o.view.stride[i] = s.stride[perm[i]];
-  }
-  return o;
-}
+using namespace attnkit::fuzz;
 
 // LSE values: finite, large, empty (-inf), now and then +inf or NaN.
 void fill_lse(Owned& t, Bytes& in) {
