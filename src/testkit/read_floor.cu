@@ -2,6 +2,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cutlass/arch/barrier.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -51,7 +54,67 @@ __global__ void __launch_bounds__(kThreads) read_once_kernel(const __grid_consta
   if (x == 0x9e3779b9u) *sink = x;
 }
 
+// The bulk reader: each CTA's single thread streams its chunks (chunk c of the concatenated spans
+// goes to CTA c % grid) through a ring of kRing slots of kChunk bytes, one bulk copy per chunk, and
+// waits on a slot only when it comes round again: the whole ring stays in flight.
+constexpr int kChunk = 16 * 1024;
+constexpr int kRing = 12;  // 192 KB of the 227 KB an sm_90 block may have
+
+__global__ void __launch_bounds__(32, 1) read_bulk_kernel(const __grid_constant__ Spans s) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Bar = cutlass::arch::ClusterTransactionBarrier;
+  extern __shared__ __align__(128) unsigned char ring[];
+  __shared__ uint64_t full[kRing];
+  if (threadIdx.x != 0) return;
+  for (int r = 0; r < kRing; ++r) Bar::init(&full[r], 1);
+  cutlass::arch::fence_barrier_init();
+  int64_t issued = 0;
+  for (int k = 0; k < s.count; ++k) {
+    const char* base = reinterpret_cast<const char*>(s.p[k]);
+    const int64_t bytes = static_cast<int64_t>(s.n[k]) * 16;
+    const int64_t chunks = (bytes + kChunk - 1) / kChunk;
+    for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x, ++issued) {
+      const int slot = static_cast<int>(issued % kRing);
+      if (issued >= kRing) Bar::wait(&full[slot], static_cast<uint32_t>((issued / kRing - 1) & 1));
+      const int len = static_cast<int>(min(int64_t{kChunk}, bytes - c * kChunk));
+      Bar::arrive_and_expect_tx(&full[slot], static_cast<uint32_t>(len));
+      cute::SM90_BULK_COPY_G2S::copy(base + c * kChunk, &full[slot], ring + slot * kChunk, len);
+    }
+  }
+  // Every copy lands before the CTA exits.
+  for (int64_t i = issued > kRing ? issued - kRing : 0; i < issued; ++i)
+    Bar::wait(&full[i % kRing], static_cast<uint32_t>((i / kRing) & 1));
+#endif
+}
+
 }  // namespace
+
+Status read_once_bulk(const std::vector<ReadSpan>& spans) {
+  if (spans.size() > kMaxSpans) return Status::Invalid("read_once_bulk: at most 4 spans");
+  Spans s{};
+  s.count = static_cast<int>(spans.size());
+  for (int k = 0; k < s.count; ++k) {
+    if (reinterpret_cast<uintptr_t>(spans[k].data) % 16 != 0 || spans[k].bytes % 16 != 0)
+      return Status::Invalid("read_once_bulk: spans must be 16-byte aligned and sized");
+    s.p[k] = static_cast<const uint4*>(spans[k].data);
+    s.n[k] = spans[k].bytes / 16;
+  }
+  constexpr int kSmem = kRing * kChunk;
+  static int grid = 0;  // found once for the process, as in read_once
+  if (grid == 0) {
+    int dev = 0, sms = 0, major = 0;
+    ATTNKIT_CUDA_TRY(cudaGetDevice(&dev));
+    ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major < 9) return Status::Unsupported("read_once_bulk needs sm_90 or newer");
+    ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(read_bulk_kernel,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    grid = sms;
+  }
+  read_bulk_kernel<<<grid, 32, kSmem>>>(s);
+  ATTNKIT_CUDA_CHECK_LAUNCH("read_bulk_kernel");
+  return Status::Ok();
+}
 
 Status read_once(const std::vector<ReadSpan>& spans, ReadHint hint) {
   if (spans.size() > kMaxSpans) return Status::Invalid("read_once: at most 4 spans");
