@@ -51,6 +51,7 @@ struct Env {
   Backend backend = Backend::kAuto;
   int warmup = 0, repeats = 0, threads = 0;
   int num_splits = 0;  // attention's AttentionArgs::num_splits (0: the planner decides)
+  std::string decode_copies = "auto";  // portable decode plans: auto | threads | bulk
   int64_t l2_bytes = 0;
 };
 
@@ -59,6 +60,7 @@ struct Result {
   Status status;
   double ms = NAN, tflops = NAN, gbps = NAN;
   double floor_ms = NAN;  // decode on a GPU: the read floor of its K and V bytes (read_floor.h)
+  double floor_loads_ms = NAN, floor_bulk_ms = NAN;  // the floor by each reader (bulk: sm_90+)
 };
 
 // ---------------------------------------------------------------- shape sets
@@ -302,6 +304,21 @@ Status first_call(const Env& env, const std::function<Status()>& fn) {
   return env.gpu ? gpu::synchronize() : Status::Ok();
 }
 
+// --decode-copies: rewrites a portable decode plan to the threads' copies (no "+bulk") or to the
+// bulk-copy twin ("+bulk", which has no L2-streaming form); other plans are left as they are.
+void set_decode_copies(const std::string& how, AttentionPlan* plan) {
+  std::string& k = plan->kernel;
+  if (how == "auto" || k.find("_decode") == std::string::npos) return;
+  auto erase = [&](const std::string& suffix) {
+    if (const auto at = k.find(suffix); at != std::string::npos) k.erase(at, suffix.size());
+  };
+  erase("+bulk");
+  if (how == "bulk") {
+    erase("+l2stream");
+    k += "+bulk";
+  }
+}
+
 Result run_attention(const AttnCase& case_in, const Env& env, std::mt19937_64& rng) {
   AttnCase c = case_in;
   if (env.num_splits > 0) c.num_splits = env.num_splits;
@@ -313,6 +330,7 @@ Result run_attention(const AttnCase& case_in, const Env& env, std::mt19937_64& r
   AttentionPlan plan;
   r.status = plan_attention(sets[0].args(c), opts, &plan);
   if (!r.status.ok()) return r;
+  set_decode_copies(env.decode_copies, &plan);
   r.kernel = plan.kernel + (plan.num_splits > 1 ? " x" + std::to_string(plan.num_splits) : "");
   // As an engine runs it: the plan's workspace allocated once, not by the library on every call.
   testkit::Buffer workspace;
@@ -340,17 +358,22 @@ Result run_attention(const AttnCase& case_in, const Env& env, std::mt19937_64& r
     r.gbps = c.kv_bytes() / (r.ms * 1e6);
   }
   // The read floor: the same number of K and V bytes (from the front of each set's buffers, so a
-  // paged pool's unused pages do not count), read once under the same flush and rotation.
+  // paged pool's unused pages do not count), read once under the same flush and rotation, by
+  // 16-byte loads and (sm_90+) by bulk copies; the faster of the two is the floor.
   if (r.status.ok() && env.gpu && c.op == "decode") {
     const auto half = static_cast<size_t>(c.kv_bytes() / 2) / 16 * 16;
+    auto spans = [&](int call) {
+      const AttnTensors& s = sets[call % sets.size()];
+      return std::vector<testkit::ReadSpan>{{s.k.data(), std::min(half, s.k.bytes())},
+                                            {s.v.data(), std::min(half, s.v.bytes())}};
+    };
     r.status = time_calls(
-        env,
-        [&](int call) {
-          const AttnTensors& s = sets[call % sets.size()];
-          return testkit::read_once({{s.k.data(), std::min(half, s.k.bytes())},
-                                     {s.v.data(), std::min(half, s.v.bytes())}});
-        },
-        &r.floor_ms);
+        env, [&](int call) { return testkit::read_once(spans(call)); }, &r.floor_loads_ms);
+    if (r.status.ok() && testkit::read_once_bulk(spans(0)).ok())
+      r.status = time_calls(
+          env, [&](int call) { return testkit::read_once_bulk(spans(call)); }, &r.floor_bulk_ms);
+    r.floor_ms = std::isnan(r.floor_bulk_ms) ? r.floor_loads_ms
+                                             : std::min(r.floor_loads_ms, r.floor_bulk_ms);
   }
   return r;
 }
@@ -416,6 +439,7 @@ JsonObject json_row(const Item& it, const Result& r, const Env& env) {
   j.set("op", it.label()).set("set", it.set).set("shape", it.shape()).set("kernel", r.kernel);
   j.set("backend", to_string(env.backend));
   j.set("ms", r.ms).set("tflops", r.tflops).set("gbps", r.gbps).set("floor_ms", r.floor_ms);
+  j.set("floor_loads_ms", r.floor_loads_ms).set("floor_bulk_ms", r.floor_bulk_ms);
   j.set("status", r.status.ok() ? "ok" : r.status.message());
   j.set("status_code", to_string(r.status.code()));
   if (it.op == OpKind::kAttention) {
@@ -455,8 +479,9 @@ Flags make_flags() {
           "K and V bytes read; GDN decode: state bytes read + written), and a status ('ok' or why the\n"
           "op did not run). On a GPU: CUDA events after warm-up, each call after a 256 MB L2 flush (as\n"
           "the anchors' triton do_bench), inputs rotated where they fit in L2; decode rows also give\n"
-          "the read floor (a kernel that only reads the same K and V bytes, timed alike) and the\n"
-          "share of the call's time it is.\n"
+          "the read floor (the faster of two kernels that only read the same K and V bytes, by\n"
+          "16-byte loads and, on sm_90+, by bulk copies; timed alike) and the share of the call's\n"
+          "time it is.\n"
           "Without one: the CPU reference backend on smaller shapes.\n"
           "Shape sets: default (prefill 4x4096 h16 d128, paged decode, GDN 16k + decode), fa3 (the\n"
           "FlashAttention-3 paper's: 16k tokens, hidden 2048, d 64/128/256, seqlen 512..16k, plus GQA\n"
@@ -480,6 +505,9 @@ Flags make_flags() {
       .add("num-splits", FlagType::kInt, "0",
            "attention split-KV count for every shape (0 = the planner decides; capped as "
            "num_splits is)")
+      .add("decode-copies", FlagType::kString, "auto",
+           "auto | threads | bulk: how the portable decode kernel brings K / V in (threads' "
+           "16-byte copies, or bulk copies on sm_90); auto: as planned")
       .add("threads", FlagType::kInt, "0", "CPU backend threads (0 = all cores)")
       .add("seed", FlagType::kInt, "1", "random seed for the inputs");
   return f;
@@ -534,6 +562,11 @@ int bench_main(const std::vector<std::string>& args) {
   env.repeats = static_cast<int>(f.given("repeats") ? f.integer("repeats") : env.gpu ? 50 : 3);
   env.threads = static_cast<int>(f.integer("threads"));
   env.num_splits = static_cast<int>(f.integer("num-splits"));
+  env.decode_copies = f.str("decode-copies");
+  if (env.decode_copies != "auto" && env.decode_copies != "threads" && env.decode_copies != "bulk") {
+    std::fprintf(stderr, "attnkit bench: --decode-copies must be auto, threads or bulk\n");
+    return kExitUsage;
+  }
   if (env.repeats < 1 || env.warmup < 0 || env.num_splits < 0) {
     std::fprintf(stderr, "attnkit bench: --repeats must be >= 1, --warmup and --num-splits >= 0\n");
     return kExitUsage;

@@ -27,30 +27,6 @@ std::string paged_kernel(const AttnCase& c) {
          (c.dtype == DType::kBFloat16 ? "bf16" : "fp16") + "_" + v;
 }
 
-// NaN in every (page, row) slot of the cache that holds no used key of any sequence.
-void poison_unused_slots(AttnData& d) {
-  const AttnCase& c = d.c;
-  const std::vector<int32_t> table = d.page_table.buf.to_int();
-  const int64_t max_pages = d.page_table.view.shape[1];
-  const int64_t num_pages = d.k.view.shape[0], ps = d.k.view.shape[1];
-  std::vector<char> used(static_cast<size_t>(num_pages * ps), 0);
-  for (int b = 0; b < c.batch(); ++b)
-    for (int j = 0; j < c.seqlens_k[b]; ++j)
-      used[static_cast<size_t>(table[b * max_pages + j / ps] * ps + j % ps)] = 1;
-  for (ViewedBuffer* t : {&d.k, &d.v}) {
-    const TensorView& v = t->view;
-    const int64_t dim = v.shape[3];
-    for (int64_t pg = 0; pg < num_pages; ++pg)
-      for (int64_t r = 0; r < ps; ++r) {
-        if (used[static_cast<size_t>(pg * ps + r)]) continue;
-        for (int64_t h = 0; h < v.shape[2]; ++h)
-          std::memset(static_cast<char*>(t->buf.data()) +
-                          (pg * v.stride[0] + r * v.stride[1] + h * v.stride[2]) * 2,
-                      0xFF, static_cast<size_t>(dim) * 2);
-      }
-  }
-}
-
 GpuRun run_paged(const AttnCase& c) {
   GpuRun r = run_on_gpu(c, sm90_opts(), poison_unused_slots);
   EXPECT_EQ(r.plan.backend, Backend::kCudaSm90);

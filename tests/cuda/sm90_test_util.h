@@ -1,5 +1,6 @@
 // Helpers shared by the sm90 prefill tests: the Hopper check that skips them elsewhere, the
-// options that force the sm90 backend, the base case they vary, and the NaN fill of unused K/V rows.
+// options that force the sm90 backend, the base case they vary, and the NaN fill of unused K/V rows
+// (contiguous / ragged and paged).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "gpu_attention_util.h"
 
@@ -61,6 +63,30 @@ inline void poison_unused_kv(AttnData& d) {
       for (int64_t r = used; r < v.shape[0]; ++r)
         for (int64_t h = 0; h < v.shape[1]; ++h) poison_row(r * v.stride[0] + h * v.stride[1]);
     }
+  }
+}
+
+// NaN in every (page, row) slot of the cache that holds no used key of any sequence.
+inline void poison_unused_slots(AttnData& d) {
+  const AttnCase& c = d.c;
+  const std::vector<int32_t> table = d.page_table.buf.to_int();
+  const int64_t max_pages = d.page_table.view.shape[1];
+  const int64_t num_pages = d.k.view.shape[0], ps = d.k.view.shape[1];
+  std::vector<char> used(static_cast<size_t>(num_pages * ps), 0);
+  for (int b = 0; b < c.batch(); ++b)
+    for (int j = 0; j < c.seqlens_k[b]; ++j)
+      used[static_cast<size_t>(table[b * max_pages + j / ps] * ps + j % ps)] = 1;
+  for (ViewedBuffer* t : {&d.k, &d.v}) {
+    const TensorView& v = t->view;
+    const int64_t dim = v.shape[3];
+    for (int64_t pg = 0; pg < num_pages; ++pg)
+      for (int64_t r = 0; r < ps; ++r) {
+        if (used[static_cast<size_t>(pg * ps + r)]) continue;
+        for (int64_t h = 0; h < v.shape[2]; ++h)
+          std::memset(static_cast<char*>(t->buf.data()) +
+                          (pg * v.stride[0] + r * v.stride[1] + h * v.stride[2]) * 2,
+                      0xFF, static_cast<size_t>(dim) * 2);
+      }
   }
 }
 
