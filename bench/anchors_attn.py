@@ -40,6 +40,8 @@ ap.add_argument("--seqlens", type=ints, default=[512, 1024, 2048, 4096, 8192, 16
 ap.add_argument("--gqa-seqlens", type=ints, default=[4096, 16384], help="GQA prefill lengths")
 ap.add_argument("--decode-batches", type=ints, default=[1, 16, 64])
 ap.add_argument("--decode-lens", type=ints, default=[1024, 8192, 32768])
+ap.add_argument("--decode-extra", default="",
+                help="more decode rows, comma list of b:L:hq:hkv:d (e.g. 16:8192:64:8:128)")
 ap.add_argument("--warmup-ms", type=int, default=25)
 ap.add_argument("--rep-ms", type=int, default=100)
 args = ap.parse_args()
@@ -132,22 +134,24 @@ if "gqa" in kinds:
                         error=str(e)[:80])
         del q, k, v
 
-# Decode: one query token, GQA 32/8, d=128, contiguous bf16 KV. Bytes: K and V read once.
+# Decode: one query token, contiguous bf16 KV; GQA 32/8, d=128 on the batch x length grid, and
+# the --decode-extra rows. Bytes: K and V read once.
 if "decode" in kinds:
-    for bsz in args.decode_batches:
-        for L in args.decode_lens:
-            q = torch.randn(bsz, 32, 1, 128, dtype=torch.bfloat16, device=dev)
-            k = torch.randn(bsz, 8, L, 128, dtype=torch.bfloat16, device=dev)
-            v = torch.randn_like(k)
-            kv_bytes = 2 * k.numel() * 2
-            for name, be in backends.items():
-                try:
-                    ms = time_sdpa(name, be, lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
-                    row(kind="decode", impl=name, b=bsz, L=L, hq=32, hkv=8, ms=round(ms, 4),
-                        GBps=round(kv_bytes / ms / 1e6, 1))
-                except Exception as e:
-                    row(kind="decode", impl=name, b=bsz, L=L, hq=32, hkv=8, error=str(e)[:80])
-            del q, k, v
+    shapes = [(bsz, L, 32, 8, 128) for bsz in args.decode_batches for L in args.decode_lens]
+    shapes += [tuple(int(x) for x in e.split(":")) for e in args.decode_extra.split(",") if e]
+    for bsz, L, hq, hkv, d in shapes:
+        q = torch.randn(bsz, hq, 1, d, dtype=torch.bfloat16, device=dev)
+        k = torch.randn(bsz, hkv, L, d, dtype=torch.bfloat16, device=dev)
+        v = torch.randn_like(k)
+        kv_bytes = 2 * k.numel() * 2
+        for name, be in backends.items():
+            try:
+                ms = time_sdpa(name, be, lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+                row(kind="decode", impl=name, b=bsz, L=L, hq=hq, hkv=hkv, d=d, ms=round(ms, 4),
+                    GBps=round(kv_bytes / ms / 1e6, 1))
+            except Exception as e:
+                row(kind="decode", impl=name, b=bsz, L=L, hq=hq, hkv=hkv, d=d, error=str(e)[:80])
+        del q, k, v
 
 # FlexAttention: causal, sliding window 1024, tanh softcap 50 (Gemma-2 style), d=128, s=8192.
 if "flex" in kinds:

@@ -61,7 +61,7 @@ def load(path):
 def anchor_args(sets):
     """Anchor-script arguments covering the shapes of the chosen sets (None: nothing to run)."""
     attn, gdn = None, None
-    kinds, dims, seqlens, dec_b, dec_l = set(), set(), set(), set(), set()
+    kinds, dims, seqlens, dec_b, dec_l, dec_extra = set(), set(), set(), set(), set(), []
     if "fa3" in sets:
         kinds |= {"prefill", "gqa"}
         dims |= {64, 128, 256}
@@ -76,6 +76,9 @@ def anchor_args(sets):
         kinds.add("decode")
         dec_b |= {1, 16, 64}
         dec_l |= {1024, 8192, 32768}
+        # attnkit bench's extra decode rows at batch 16 x 8k: GQA 8/8, 64/8, 128/8, d64 and d256
+        dec_extra = ["16:8192:8:8:128", "16:8192:64:8:128", "16:8192:128:8:128",
+                     "16:8192:32:8:64", "16:8192:32:8:256"]
     if "fp8kv" in sets:  # attnkit's bf16 and e4m3 caches beside the anchors' bf16 decode
         kinds.add("decode")
         dec_b |= {1, 16, 64}
@@ -87,6 +90,8 @@ def anchor_args(sets):
         if dec_b:
             attn += ["--decode-batches", ",".join(map(str, sorted(dec_b))),
                      "--decode-lens", ",".join(map(str, sorted(dec_l)))]
+        if dec_extra:
+            attn += ["--decode-extra", ",".join(dec_extra)]
     if "gdn" in sets:
         gdn = []
     elif "default" in sets:
@@ -107,7 +112,7 @@ def index_anchors(rows):
             b = r.get("b", 16384 // s if s else None)
             key = ("prefill", r.get("d"), s, b, r.get("hq"), r.get("hkv"), r.get("causal"))
         elif k == "decode":
-            key = ("decode", r.get("b"), r.get("L"), r.get("hq", 32), r.get("hkv", 8))
+            key = ("decode", r.get("b"), r.get("L"), r.get("hq", 32), r.get("hkv", 8), r.get("d", 128))
         elif k == "gdn-fwd":
             varlen = r.get("varlen", "varlen" in str(r.get("case", "")))
             key = ("gdn", r.get("T"), bool(varlen))
@@ -123,7 +128,7 @@ def attnkit_key(r):
     if op == "attention":
         return ("prefill", r.get("d"), r.get("sq"), r.get("b"), r.get("hq"), r.get("hkv"), r.get("causal"))
     if op == "decode":
-        return ("decode", r.get("b"), r.get("sk"), r.get("hq"), r.get("hkv"))
+        return ("decode", r.get("b"), r.get("sk"), r.get("hq"), r.get("hkv"), r.get("d", 128))
     if op == "gdn":
         return ("gdn", r.get("T"), bool(r.get("varlen")))
     if op == "gdn-decode":

@@ -233,6 +233,22 @@ std::vector<Item> shape_set(const std::string& set, bool gpu) {
     for (int b : gpu ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 4})
       for (int64_t L : gpu ? std::vector<int64_t>{1024, 8192, 32768} : std::vector<int64_t>{1024, 4096})
         for (int ps : {0, 16, 64}) A(decode(b, L, ps));
+    if (gpu) {
+      // At batch 16 x 8k keys: page size 1, then GQA groups 1, 8 and 16 and head dims 64 and 256,
+      // contiguous and paged 16.
+      A(decode(16, 8192, 1));
+      const struct {
+        int hq, hkv, d;
+      } heads[] = {{8, 8, 128}, {64, 8, 128}, {128, 8, 128}, {32, 8, 64}, {32, 8, 256}};
+      for (const auto& h : heads)
+        for (int ps : {0, 16}) {
+          AttnCase c = decode(16, 8192, ps);
+          c.heads_q = h.hq;
+          c.heads_kv = h.hkv;
+          c.dim_qk = c.dim_v = h.d;
+          A(c);
+        }
+    }
   } else if (set == "fp8kv") {
     // Paged decode over a 16-bit cache and over e4m3 caches with per-tensor and per-token
     // scales, bf16 and fp16 queries.
@@ -491,7 +507,8 @@ Flags make_flags() {
           "4 uneven packed sequences, ragged and paged 128), dims (head dims 192/128 and 96, 4 x 4k,\n"
           "causal and not), splitkv (batch 1, 128 / 512 queries on 8k / 32k keys, GQA 32/8 d128,\n"
           "causal and not: for --num-splits), decode (B 1/16/64 x L 1k/8k/32k,\n"
-          "contiguous and paged 16/64), fp8kv (paged 16 decode, B 1/16/64 x L 8k/32k, over a 16-bit\n"
+          "contiguous and paged 16/64; at B 16 x 8k also page 1, GQA 8/8, 64/8, 128/8 and head dims\n"
+          "64 and 256), fp8kv (paged 16 decode, B 1/16/64 x L 8k/32k, over a 16-bit\n"
           "cache and e4m3 caches with per-tensor and per-token scales; bf16 and fp16 queries),\n"
           "gdn (T 4k/16k/64k, varlen 8 seqs 32k, decode B 1/32/256).");
   f.add("shapes", FlagType::kString, "default", shape_set_list(" | ") + ", or a comma list")
