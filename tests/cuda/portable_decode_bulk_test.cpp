@@ -105,6 +105,22 @@ TEST(PortableDecodeBulk, SplitsMasksAndScoreMods) {
       }
 }
 
+// Small cases of both tiles (8 and 4 warps) over each KV layout, for the sanitizers.
+TEST(PortableDecodeBulk, SmallCases) {
+  SKIP_UNLESS_HOPPER();
+  uint64_t seed = 7300;
+  for (const KvShape& kv : kKvShapes)
+    for (bool window : {false, true}) {
+      AttnCase c = gqa_decode_case(2, 1, 1, ++seed);
+      c.seqlens_k = {70, 129};
+      c.kv = kv.kind;
+      c.page_size = kv.page_size;
+      c.num_splits = window ? 2 : 1;
+      if (window) c.mask = Mask::sliding_window(50, 0);
+      check_bulk(c);
+    }
+}
+
 // A plan that names the twin where there is none is refused: with L2 streaming, and on a prefill
 // variant.
 TEST(PortableDecodeBulk, PlansWithoutATwinAreRefused) {
