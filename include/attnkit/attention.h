@@ -1,5 +1,11 @@
 // Softmax attention: attention_forward (prefill and decode; contiguous, ragged and paged KV) and
 // merge_states (combining partial results, e.g. split-KV or ring attention).
+//
+// Aliasing (every op of the library): an output shares no memory with an input or another output,
+// and no two elements of an output share an address; no call runs in place unless its header says
+// so. Validation refuses, naming both tensors, what it can see: dense views whose address ranges
+// meet, the same view twice, an output dimension of stride 0. Strided views whose ranges
+// interleave without sharing an element (column slices of one fused buffer) are accepted.
 #pragma once
 
 #include <cstddef>

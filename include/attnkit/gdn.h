@@ -4,6 +4,9 @@
 //   S <- exp(g_t) S;  v' = beta_t (v_t - S^T k_t);  S <- S + k_t v'^T;  o_t = S^T (scale q_t)
 // q/k heads H, value heads HV, HV % H == 0: value head hv reads q/k head hv / (HV / H).
 //
+// Aliasing as in attention.h: outputs apart from inputs and each other; in place only where noted
+// (final_state = initial_state; the decode step's state_pool).
+//
 // Layout: q, k [B, T, H, K]; v [B, T, HV, V]; g, beta [B, T, HV]. With cu_seqlens (int32 [N+1])
 // the batch is ragged: B must be 1 and sequence n is tokens cu[n] .. cu[n+1]-1.
 // Chunks (64 tokens) never straddle sequences. Per-chunk tensors (h) are indexed by a global
@@ -25,7 +28,8 @@ struct GdnChunkArgs {
   TensorView beta;        // [B, T, HV], fp32 or q's dtype
   TensorView cu_seqlens;  // optional int32 [N+1]
   TensorView initial_state;  // optional fp32 [N, HV, K, V] (N = B, or number of sequences)
-  TensorView final_state;    // optional output, fp32 [N, HV, K, V]
+  TensorView final_state;    // optional output, fp32 [N, HV, K, V]; may be initial_state itself
+                             // (the same view: states updated in place), else apart from it
   TensorView o;              // output [B, T, HV, V], q's dtype
   float scale = 0.f;         // 0 = K^-1/2
   bool use_qk_l2norm = false;  // L2-normalise q and k per head inside the op
@@ -64,7 +68,7 @@ struct GdnStateArgs {
   TensorView initial_state;  // optional fp32 [N, HV, K, V]
   TensorView h;              // output [num_chunks, HV, K, V]
   TensorView v_new;          // output [B, T, HV, V]
-  TensorView final_state;    // optional output fp32 [N, HV, K, V]
+  TensorView final_state;    // optional output fp32 [N, HV, K, V]; may be initial_state itself
 };
 Status gdn_state_pass(const GdnStateArgs& args, const ExecOptions& opts = {});
 
@@ -83,7 +87,7 @@ struct GdnDecodeArgs {
   TensorView q, k;           // [N, H, K]
   TensorView v;              // [N, HV, V]
   TensorView g, beta;        // [N, HV]; g fp32, beta fp32 or q's dtype
-  TensorView state_pool;     // fp32 [P, HV, K, V], read and written in place
+  TensorView state_pool;     // fp32 [P, HV, K, V], read and written in place; apart from the rest
   TensorView state_indices;  // int32 [N]: which pool slot sequence n uses (distinct slots)
   TensorView o;              // [N, HV, V], q's dtype
   float scale = 0.f;

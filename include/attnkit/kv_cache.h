@@ -24,6 +24,8 @@ namespace attnkit {
 // Slots are in [0, num_pages * page_size) or -1, and no two tokens of one call share a slot. Slot
 // indices on a CUDA device are checked only with ExecOptions::validate_device_indices; without it
 // the kernel skips an out-of-range slot, so nothing is written out of bounds.
+// Aliasing as in attention.h: k_cache and v_cache share no element with each other or with the
+// inputs (interleaved K and V pages of one buffer, FlashInfer's layout, are fine).
 struct AppendKvArgs {
   TensorView k;                 // [T, Hkv, Dk], fp16 / bf16
   TensorView v;                 // [T, Hkv, Dv], k's dtype

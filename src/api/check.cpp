@@ -1,7 +1,9 @@
 #include "api/check.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
+#include <utility>
 
 #include "api/device_copy.h"
 
@@ -169,6 +171,99 @@ Status check_cu_seqlens(const std::vector<int32_t>& cu, const char* name, int64_
   if (cu.back() > total)
     return Status::Invalid(std::string(name) + " ends at " + std::to_string(cu.back()) +
                            ", past the " + std::to_string(total) + " rows of the tensor");
+  return Status::Ok();
+}
+
+namespace {
+
+// Bytes from the first element's address to one past the last one's (strides >= 0).
+int64_t span_bytes(const TensorView& t) {
+  int64_t last = 0;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] == 0) return 0;
+    last += (t.shape[i] - 1) * t.stride[i];
+  }
+  return (last + 1) * static_cast<int64_t>(dtype_size(t.dtype));
+}
+
+// Dims of size > 1 as (stride, size), smallest stride first.
+std::vector<std::pair<int64_t, int64_t>> sorted_dims(const TensorView& t) {
+  std::vector<std::pair<int64_t, int64_t>> d;
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.shape[i] > 1) d.emplace_back(t.stride[i], t.shape[i]);
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
+// Every element at its own address: each stride exceeds the span of the dims below it.
+bool self_disjoint(const TensorView& t) {
+  int64_t span = 0;  // largest offset the smaller dims reach
+  for (const auto& [stride, size] : sorted_dims(t)) {
+    if (stride <= span) return false;
+    span += (size - 1) * stride;
+  }
+  return true;
+}
+
+// Elements tile their range: each stride equals the element count of the dims below it.
+bool dense(const TensorView& t) {
+  int64_t expect = 1;
+  for (const auto& [stride, size] : sorted_dims(t)) {
+    if (stride != expect) return false;
+    expect *= size;
+  }
+  return true;
+}
+
+bool same_view(const TensorView& a, const TensorView& b) {
+  if (a.data != b.data || a.dtype != b.dtype || a.ndim != b.ndim) return false;
+  for (int i = 0; i < a.ndim; ++i)
+    if (a.shape[i] != b.shape[i] || (a.shape[i] > 1 && a.stride[i] != b.stride[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+Status require_no_self_overlap(const TensorView& out, const char* name) {
+  if (!out.defined() || out.numel() == 0 || self_disjoint(out)) return Status::Ok();
+  return Status::Invalid(std::string(name) + " " + shape_str(out) +
+                         " has elements that share an address (strides cannot keep them apart); "
+                         "outputs must not overlap themselves");
+}
+
+Status require_disjoint(const TensorView& out, const char* out_name, const TensorView& other,
+                        const char* other_name) {
+  if (!out.defined() || !other.defined() || out.device.type != other.device.type ||
+      out.device.index != other.device.index)
+    return Status::Ok();
+  const int64_t n_out = span_bytes(out), n_other = span_bytes(other);
+  if (n_out == 0 || n_other == 0) return Status::Ok();
+  const auto a = reinterpret_cast<uintptr_t>(out.data), b = reinterpret_cast<uintptr_t>(other.data);
+  const bool ranges_meet =
+      a < b + static_cast<uintptr_t>(n_other) && b < a + static_cast<uintptr_t>(n_out);
+  // Ranges that meet share elements when both views are dense, or when they are the same view.
+  if (!ranges_meet || (!(dense(out) && dense(other)) && !same_view(out, other)))
+    return Status::Ok();
+  return Status::Invalid(std::string(out_name) + " shares memory with " + other_name +
+                         "; outputs must not overlap inputs or other outputs (no in-place calls)");
+}
+
+Status require_outputs_apart(std::initializer_list<NamedView> outputs,
+                             std::initializer_list<NamedView> inputs,
+                             std::initializer_list<InPlace> in_place) {
+  auto allowed = [&](const TensorView* out, const TensorView* in) {
+    for (const InPlace& ip : in_place)
+      if (ip.first == out && ip.second == in) return same_view(*out, *in);
+    return false;
+  };
+  for (auto o = outputs.begin(); o != outputs.end(); ++o) {
+    ATTNKIT_RETURN_IF_ERROR(require_no_self_overlap(*o->first, o->second));
+    for (auto other = outputs.begin(); other != o; ++other)
+      ATTNKIT_RETURN_IF_ERROR(require_disjoint(*o->first, o->second, *other->first, other->second));
+    for (const NamedView& in : inputs)
+      if (!allowed(o->first, in.first))
+        ATTNKIT_RETURN_IF_ERROR(require_disjoint(*o->first, o->second, *in.first, in.second));
+  }
   return Status::Ok();
 }
 

@@ -6,6 +6,7 @@
 #include <new>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnkit/options.h"
@@ -33,6 +34,30 @@ Status require_same_device(const TensorView& t, const char* name, const Device& 
 Status require_vector_aligned(const TensorView& t, const char* name);
 // Tensor must have a non-null pointer when it has elements, aligned to its element size.
 Status require_data(const TensorView& t, const char* name);
+
+// Aliasing (the API's promise, attention.h): an output shares no memory with an input or with
+// another output, and no two of its own elements share an address. Checked on layouts that passed
+// require_valid_layout (strides >= 0):
+//   - require_no_self_overlap: refused when the strides cannot keep the elements apart (a stride-0
+//     dimension of size > 1, or, dims sorted by stride, a stride at or below the span of the
+//     smaller ones);
+//   - require_disjoint: refused when the two views' address ranges intersect and both are dense
+//     (their elements fill their ranges, so intersecting ranges share elements), or when they are
+//     the same view. Other strided views with gaps whose ranges interleave are not checked
+//     (telling them apart is costly); writing into such an overlap is the caller's error, with
+//     undefined results.
+Status require_no_self_overlap(const TensorView& out, const char* name);
+Status require_disjoint(const TensorView& out, const char* out_name, const TensorView& other,
+                        const char* other_name);
+// Both checks over a call: each output against itself, the other outputs and every input
+// (undefined views are skipped). A pair in `in_place` (output, input) may instead be the very same
+// view (same address, dtype, shape and strides): an in-place update the op's header allows
+// (gdn.h: final_state may be initial_state).
+using NamedView = std::pair<const TensorView*, const char*>;
+using InPlace = std::pair<const TensorView*, const TensorView*>;
+Status require_outputs_apart(std::initializer_list<NamedView> outputs,
+                             std::initializer_list<NamedView> inputs,
+                             std::initializer_list<InPlace> in_place = {});
 
 // Runs a public entry point's body: a C++ exception from the standard library (a host allocation
 // that fails on sizes the arguments claim, say) becomes a Status instead of terminating the caller.

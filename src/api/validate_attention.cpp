@@ -186,6 +186,14 @@ Status validate_attention(const AttentionArgs& a, const ExecOptions& opts, AttnP
   p->has_sinks = a.sinks.defined();
   if (p->has_sinks) ATTNKIT_RETURN_IF_ERROR(check_head_vector(a.sinks, "sinks", p->hq, dev));
 
+  // ---- aliasing: the outputs apart from every input and from each other (check.h)
+  ATTNKIT_RETURN_IF_ERROR(require_outputs_apart(
+      {{&a.o, "o"}, {&a.lse, "lse"}},
+      {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.k_scale, "k_scale"}, {&a.v_scale, "v_scale"},
+       {&a.cu_seqlens_q, "cu_seqlens_q"}, {&a.cu_seqlens_k, "cu_seqlens_k"},
+       {&a.page_table, "page_table"}, {&a.seqused_k, "seqused_k"},
+       {&a.alibi_slopes, "alibi_slopes"}, {&a.sinks, "sinks"}}));
+
   // ---- index contents: read them when the host can see them (or validation was asked for)
   const bool need_indices = p->q_ragged || p->kv != KvLayout::kContiguous || p->has_seqused_k;
   p->indices_on_host = dev.type == DeviceType::kCPU || opts.validate_device_indices || !need_indices;
@@ -271,7 +279,8 @@ Status validate_merge_states(const MergeStatesArgs& a, MergeProblem* p) {
     ATTNKIT_RETURN_IF_ERROR(require_same_device(a.lse, "lse", dev));
     ATTNKIT_RETURN_IF_ERROR(require_data(a.lse, "lse"));
   }
-  return Status::Ok();
+  return require_outputs_apart({{&a.o, "o"}, {&a.lse, "lse"}},
+                               {{&a.o_parts, "o_parts"}, {&a.lse_parts, "lse_parts"}});
 }
 
 }  // namespace attnkit::detail

@@ -196,6 +196,11 @@ Status validate_gdn_chunk(const GdnChunkArgs& a, const ExecOptions& opts, GdnPro
   p->has_final_state = a.final_state.defined();
   p->use_qk_l2norm = a.use_qk_l2norm;
   ATTNKIT_RETURN_IF_ERROR(check_scale(a.scale, p->K, p));
+  ATTNKIT_RETURN_IF_ERROR(require_outputs_apart(
+      {{&a.o, "o"}, {&a.final_state, "final_state"}},
+      {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.g, "g"}, {&a.beta, "beta"},
+       {&a.cu_seqlens, "cu_seqlens"}, {&a.initial_state, "initial_state"}},
+      {{&a.final_state, &a.initial_state}}));
   return read_layout(a.cu_seqlens, opts, p);
 }
 
@@ -206,6 +211,8 @@ Status validate_gdn_cumsum(const GdnCumsumArgs& a, const ExecOptions& opts, GdnP
   p->HV = a.g.shape[2];
   if (p->HV < 1) return Status::Invalid("g must have at least one value head");
   ATTNKIT_RETURN_IF_ERROR(check_gate(a.g_cum, "g_cum", *p));
+  ATTNKIT_RETURN_IF_ERROR(require_outputs_apart({{&a.g_cum, "g_cum"}},
+                                                {{&a.g, "g"}, {&a.cu_seqlens, "cu_seqlens"}}));
   return read_layout(a.cu_seqlens, opts, p);
 }
 
@@ -226,6 +233,9 @@ Status validate_gdn_kkt_inverse(const GdnKktInverseArgs& a, const ExecOptions& o
                                        {p->B, p->T, p->HV, kGdnChunk},
                                        "([B, T, HV, 64], one row of its chunk's inverse per token)"));
   ATTNKIT_RETURN_IF_ERROR(check_head_size(p->K, "k head size K"));
+  ATTNKIT_RETURN_IF_ERROR(require_outputs_apart(
+      {{&a.a_inv, "a_inv"}},
+      {{&a.k, "k"}, {&a.beta, "beta"}, {&a.g_cum, "g_cum"}, {&a.cu_seqlens, "cu_seqlens"}}));
   return read_layout(a.cu_seqlens, opts, p);
 }
 
@@ -252,6 +262,10 @@ Status validate_gdn_wu(const GdnWuArgs& a, const ExecOptions& opts, GdnProblem* 
                                        {p->B, p->T, p->HV, p->V}, "([B, T, HV, V])"));
   ATTNKIT_RETURN_IF_ERROR(check_head_size(p->K, "k head size K"));
   ATTNKIT_RETURN_IF_ERROR(check_head_size(p->V, "v head size V"));
+  ATTNKIT_RETURN_IF_ERROR(require_outputs_apart(
+      {{&a.w, "w"}, {&a.u, "u"}},
+      {{&a.k, "k"}, {&a.v, "v"}, {&a.beta, "beta"}, {&a.g_cum, "g_cum"}, {&a.a_inv, "a_inv"},
+       {&a.cu_seqlens, "cu_seqlens"}}));
   return read_layout(a.cu_seqlens, opts, p);
 }
 
@@ -280,7 +294,12 @@ Status validate_gdn_state_pass(const GdnStateArgs& a, const ExecOptions& opts, G
   p->has_initial_state = a.initial_state.defined();
   p->has_final_state = a.final_state.defined();
   ATTNKIT_RETURN_IF_ERROR(read_layout(a.cu_seqlens, opts, p));
-  return check_h(a.h, p);
+  ATTNKIT_RETURN_IF_ERROR(check_h(a.h, p));
+  return require_outputs_apart(
+      {{&a.h, "h"}, {&a.v_new, "v_new"}, {&a.final_state, "final_state"}},
+      {{&a.k, "k"}, {&a.w, "w"}, {&a.u, "u"}, {&a.g_cum, "g_cum"}, {&a.cu_seqlens, "cu_seqlens"},
+       {&a.initial_state, "initial_state"}},
+      {{&a.final_state, &a.initial_state}});
 }
 
 Status validate_gdn_output(const GdnOutputArgs& a, const ExecOptions& opts, GdnProblem* p) {
@@ -305,7 +324,10 @@ Status validate_gdn_output(const GdnOutputArgs& a, const ExecOptions& opts, GdnP
   ATTNKIT_RETURN_IF_ERROR(check_head_size(p->V, "v_new head size V"));
   ATTNKIT_RETURN_IF_ERROR(check_scale(a.scale, p->K, p));
   ATTNKIT_RETURN_IF_ERROR(read_layout(a.cu_seqlens, opts, p));
-  return check_h(a.h, p);
+  ATTNKIT_RETURN_IF_ERROR(check_h(a.h, p));
+  return require_outputs_apart({{&a.o, "o"}},
+                               {{&a.q, "q"}, {&a.k, "k"}, {&a.v_new, "v_new"}, {&a.h, "h"},
+                                {&a.g_cum, "g_cum"}, {&a.cu_seqlens, "cu_seqlens"}});
 }
 
 Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnDecodeProblem* p) {
@@ -354,6 +376,11 @@ Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnD
   p->use_qk_l2norm = a.use_qk_l2norm;
   if (!std::isfinite(a.scale)) return Status::Invalid("scale must be finite (0 = K^-1/2)");
   p->scale = a.scale != 0.f ? a.scale : 1.f / std::sqrt(static_cast<float>(p->K));
+  // The pool is read and written in place: apart from the other tensors, like an output.
+  ATTNKIT_RETURN_IF_ERROR(require_outputs_apart(
+      {{&a.o, "o"}, {&a.state_pool, "state_pool"}},
+      {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.g, "g"}, {&a.beta, "beta"},
+       {&a.state_indices, "state_indices"}}));
 
   p->indices_on_host = dev.type == DeviceType::kCPU || opts.validate_device_indices;
   if (!p->indices_on_host) return Status::Ok();

@@ -61,6 +61,11 @@ Status validate_append_kv(const AppendKvArgs& a, const ExecOptions& opts, Append
                            std::string(to_string(a.k_cache.dtype)));
   }
 
+  ATTNKIT_RETURN_IF_ERROR(require_outputs_apart(
+      {{&a.k_cache, "k_cache"}, {&a.v_cache, "v_cache"}},
+      {{&a.k, "k"}, {&a.v, "v"}, {&a.slot_mapping, "slot_mapping"}, {&a.k_scale, "k_scale"},
+       {&a.v_scale, "v_scale"}}));
+
   p->slots_on_host = dev.type == DeviceType::kCPU || opts.validate_device_indices;
   if (p->slots_on_host) {
     ATTNKIT_RETURN_IF_ERROR(read_int32(a.slot_mapping, "slot_mapping", opts.stream, &p->slots));

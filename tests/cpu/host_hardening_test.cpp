@@ -99,22 +99,26 @@ TEST(HostHardening, IndexTensorsClaimingBillionsOfEntriesAreRefused) {
 }
 
 // gdn_decode_step's distinct-slot check costs O(N log N) in the sequences, nothing in the pool's
-// slots: a broadcast pool (stride 0) claiming 2^31 - 1 slots with one sequence used to make it
-// allocate and fill 16 GiB (found by fuzz/gdn_fuzz.cpp's author; fuzz/crashes/gdn/).
+// slots: a pool claiming 2^31 - 1 slots with one sequence used to make it allocate and fill
+// 16 GiB (found by fuzz/gdn_fuzz.cpp's author with a broadcast pool, fuzz/crashes/gdn/; a pool
+// whose slots share memory is now refused, GdnAliasing below). Every tensor lives in one
+// allocation with the pool last, so the pool's slots (16 floats apart; only the ones named are
+// touched) reach past the allocation but over no other argument.
 TEST(HostHardening, GdnDecodeSlotCheckDoesNotScaleWithThePool) {
-  std::vector<uint16_t> tok(16, 0x3f80);  // bf16 1.0: q, k, v (first 4 values) and o (last 4)
-  std::vector<float> f(64, 0.5f);         // g, beta and one 4 x 4 state (f[16..31])
-  std::vector<int32_t> idx(1, 0);
+  std::vector<float> mem(64, 0.5f);  // g, beta at 8..11; indices at 12..13; the pool from 16
+  auto* tok = reinterpret_cast<uint16_t*>(mem.data());  // floats 0..7: 16 bf16 values
+  for (int i = 0; i < 16; ++i) tok[i] = 0x3f80;          // q, k, v (first 4 values), o (8..11)
+  auto* idx = reinterpret_cast<int32_t*>(mem.data() + 12);
+  idx[0] = 0;
   GdnDecodeArgs a;
-  a.q = make_view(tok.data(), DType::kBFloat16, {1, 1, 4});
-  a.k = make_view(tok.data(), DType::kBFloat16, {1, 1, 4});
-  a.v = make_view(tok.data(), DType::kBFloat16, {1, 1, 4});
-  a.o = make_view(tok.data() + 8, DType::kBFloat16, {1, 1, 4});
-  a.g = make_view(f.data(), DType::kFloat32, {1, 1});
-  a.beta = make_view(f.data() + 1, DType::kFloat32, {1, 1});
-  a.state_pool = make_view(f.data() + 16, DType::kFloat32, {(int64_t{1} << 31) - 1, 1, 4, 4},
-                           {0, 16, 4, 1});
-  a.state_indices = make_view(idx.data(), DType::kInt32, {1});
+  a.q = make_view(tok, DType::kBFloat16, {1, 1, 4});
+  a.k = make_view(tok, DType::kBFloat16, {1, 1, 4});
+  a.v = make_view(tok, DType::kBFloat16, {1, 1, 4});
+  a.o = make_view(tok + 8, DType::kBFloat16, {1, 1, 4});
+  a.g = make_view(mem.data() + 8, DType::kFloat32, {1, 1});
+  a.beta = make_view(mem.data() + 9, DType::kFloat32, {1, 1});
+  a.state_pool = make_view(mem.data() + 16, DType::kFloat32, {(int64_t{1} << 31) - 1, 1, 4, 4});
+  a.state_indices = make_view(idx, DType::kInt32, {1});
   ExecOptions opts = cpu_opts();
   opts.cpu_threads = 1;
   const auto t0 = std::chrono::steady_clock::now();
@@ -124,16 +128,15 @@ TEST(HostHardening, GdnDecodeSlotCheckDoesNotScaleWithThePool) {
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_LT(seconds, 1.0);
   // Two sequences on one slot are still refused.
-  std::vector<int32_t> two = {3, 3};
-  a.q = make_view(tok.data(), DType::kBFloat16, {2, 1, 2});
-  a.k = make_view(tok.data(), DType::kBFloat16, {2, 1, 2});
-  a.v = make_view(tok.data(), DType::kBFloat16, {2, 1, 2});
-  a.o = make_view(tok.data() + 8, DType::kBFloat16, {2, 1, 2});
-  a.g = make_view(f.data(), DType::kFloat32, {2, 1});
-  a.beta = make_view(f.data() + 2, DType::kFloat32, {2, 1});
-  a.state_pool = make_view(f.data() + 16, DType::kFloat32, {(int64_t{1} << 31) - 1, 1, 2, 2},
-                           {0, 4, 2, 1});
-  a.state_indices = make_view(two.data(), DType::kInt32, {2});
+  idx[0] = idx[1] = 3;
+  a.q = make_view(tok, DType::kBFloat16, {2, 1, 2});
+  a.k = make_view(tok, DType::kBFloat16, {2, 1, 2});
+  a.v = make_view(tok, DType::kBFloat16, {2, 1, 2});
+  a.o = make_view(tok + 8, DType::kBFloat16, {2, 1, 2});
+  a.g = make_view(mem.data() + 8, DType::kFloat32, {2, 1});
+  a.beta = make_view(mem.data() + 10, DType::kFloat32, {2, 1});
+  a.state_pool = make_view(mem.data() + 16, DType::kFloat32, {(int64_t{1} << 31) - 1, 1, 2, 2});
+  a.state_indices = make_view(idx, DType::kInt32, {2});
   expect_invalid(gdn_decode_step(a, opts), "state_indices[1] = 3 repeats state_indices[0]");
 }
 

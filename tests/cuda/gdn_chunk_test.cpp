@@ -26,6 +26,7 @@ struct ChunkCase {
   float glo = -1.f, ghi = 0.f;
   bool validate_indices = false;
   bool key_last = false;  // initial / final states [N, HV, V, K], passed as transposed views
+  bool in_place = false;  // also run with final_state = initial_state (needs init)
   int64_t N() const { return cu.empty() ? B : static_cast<int64_t>(cu.size()) - 1; }
 };
 
@@ -107,6 +108,17 @@ void run_forward(const ChunkCase& c, uint64_t seed) {
   testkit::cuda_synchronize();
   expect_close(o, ref_o, "o");
   expect_close(fin, ref_fin, "final_state");
+  if (!c.in_place) return;
+  // final_state = initial_state, the same view: the states are updated in place (gdn.h).
+  Buffer states = dev(h.init);
+  Buffer o2 = poisoned(c.dt, {c.B, c.T, c.HV, kD});
+  GdnChunkArgs a = args(d, o2, fin);
+  a.initial_state = a.final_state = state_view(states, c.key_last);
+  st = gdn_chunk_forward(a, go);
+  ASSERT_TRUE(st.ok()) << st.message();
+  testkit::cuda_synchronize();
+  expect_close(o2, ref_o, "o (in place)");
+  expect_close(states, ref_fin, "final_state (in place)");
 }
 
 TEST(GdnChunkCuda, ForwardDenseUnevenLength) {
@@ -120,6 +132,13 @@ TEST(GdnChunkCuda, ForwardRaggedValidatedIndicesNoInitialState) {
   ChunkCase c{1, 333, 1, 2, {0, 64, 65, 333}, DType::kBFloat16, false, false};
   c.validate_indices = true;
   run_forward(c, 3);
+}
+TEST(GdnChunkCuda, ForwardFinalStateInPlace) {
+  ChunkCase c{1, 480, 2, 4, {0, 37, 37, 300, 301, 480}, DType::kBFloat16, false, true};
+  c.in_place = true;
+  run_forward(c, 5);
+  c.key_last = true;
+  run_forward(c, 6);
 }
 TEST(GdnChunkCuda, ForwardFp16) {
   run_forward({1, 130, 2, 2, {}, DType::kFloat16, true, true}, 4);
