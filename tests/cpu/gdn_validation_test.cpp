@@ -232,7 +232,10 @@ TEST_F(GdnValidation, CudaTensorsNeedACudaBuild) {
   // host memory, so they must not be launched here.
   if (built_with_cuda()) GTEST_SKIP() << "CUDA build: the GPU suite tests CUDA dispatch";
   expect_error(gdn_chunk_forward(a), StatusCode::kUnsupported, "gdn_chunk_forward");
-  GdnCumsumArgs cs{a.g, {}, a.g};
+  Buffer g_cum(DType::kFloat32, {a.g.shape[0], a.g.shape[1], a.g.shape[2]});
+  TensorView gc = g_cum.view();
+  gc.device = cuda(0);
+  GdnCumsumArgs cs{a.g, {}, gc};
   expect_error(gdn_chunk_cumsum(cs), StatusCode::kUnsupported, "gdn_chunk_cumsum");
 }
 
