@@ -51,7 +51,6 @@ struct Env {
   Backend backend = Backend::kAuto;
   int warmup = 0, repeats = 0, threads = 0;
   int num_splits = 0;  // attention's AttentionArgs::num_splits (0: the planner decides)
-  std::string decode_copies = "auto";  // portable decode plans: auto | threads | bulk
   int64_t l2_bytes = 0;
 };
 
@@ -320,21 +319,6 @@ Status first_call(const Env& env, const std::function<Status()>& fn) {
   return env.gpu ? gpu::synchronize() : Status::Ok();
 }
 
-// --decode-copies: rewrites a portable decode plan to the threads' copies (no "+bulk") or to the
-// bulk-copy twin ("+bulk", which has no L2-streaming form); other plans are left as they are.
-void set_decode_copies(const std::string& how, AttentionPlan* plan) {
-  std::string& k = plan->kernel;
-  if (how == "auto" || k.find("_decode") == std::string::npos) return;
-  auto erase = [&](const std::string& suffix) {
-    if (const auto at = k.find(suffix); at != std::string::npos) k.erase(at, suffix.size());
-  };
-  erase("+bulk");
-  if (how == "bulk") {
-    erase("+l2stream");
-    k += "+bulk";
-  }
-}
-
 Result run_attention(const AttnCase& case_in, const Env& env, std::mt19937_64& rng) {
   AttnCase c = case_in;
   if (env.num_splits > 0) c.num_splits = env.num_splits;
@@ -346,7 +330,6 @@ Result run_attention(const AttnCase& case_in, const Env& env, std::mt19937_64& r
   AttentionPlan plan;
   r.status = plan_attention(sets[0].args(c), opts, &plan);
   if (!r.status.ok()) return r;
-  set_decode_copies(env.decode_copies, &plan);
   r.kernel = plan.kernel + (plan.num_splits > 1 ? " x" + std::to_string(plan.num_splits) : "");
   // As an engine runs it: the plan's workspace allocated once, not by the library on every call.
   testkit::Buffer workspace;
@@ -522,9 +505,6 @@ Flags make_flags() {
       .add("num-splits", FlagType::kInt, "0",
            "attention split-KV count for every shape (0 = the planner decides; capped as "
            "num_splits is)")
-      .add("decode-copies", FlagType::kString, "auto",
-           "auto | threads | bulk: how the portable decode kernel brings K / V in (threads' "
-           "16-byte copies, or bulk copies on sm_90); auto: as planned")
       .add("threads", FlagType::kInt, "0", "CPU backend threads (0 = all cores)")
       .add("seed", FlagType::kInt, "1", "random seed for the inputs");
   return f;
@@ -579,11 +559,6 @@ int bench_main(const std::vector<std::string>& args) {
   env.repeats = static_cast<int>(f.given("repeats") ? f.integer("repeats") : env.gpu ? 50 : 3);
   env.threads = static_cast<int>(f.integer("threads"));
   env.num_splits = static_cast<int>(f.integer("num-splits"));
-  env.decode_copies = f.str("decode-copies");
-  if (env.decode_copies != "auto" && env.decode_copies != "threads" && env.decode_copies != "bulk") {
-    std::fprintf(stderr, "attnkit bench: --decode-copies must be auto, threads or bulk\n");
-    return kExitUsage;
-  }
   if (env.repeats < 1 || env.warmup < 0 || env.num_splits < 0) {
     std::fprintf(stderr, "attnkit bench: --repeats must be >= 1, --warmup and --num-splits >= 0\n");
     return kExitUsage;

@@ -8,7 +8,7 @@
 //   WindowChunkMask + SoftcapAlibiMod  everything else: masks, softcap, ALiBi at run time
 // Paged vs contiguous/ragged KV, sinks and LSE are run-time properties, not variants. Each entry
 // also has a twin that reads K/V evict-first in L2 (_l2stream), which the planner picks for calls
-// that read little K/V (decode_l2_stream), and one whose K/V arrive by bulk copies (_bulk, sm_90+).
+// that read little K/V (decode_l2_stream).
 #pragma once
 
 #include "attnkit/status.h"
@@ -48,9 +48,7 @@ namespace attnkit::gpu {
 #define ATTNKIT_DECLARE_PORTABLE_DECODE(DQK, DV, DT, MASK, MOD, ROWS)                                  \
   Status portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS(const FwdParams& p, void* stream); \
   Status portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_l2stream(const FwdParams& p,     \
-                                                                                  void* stream);    \
-  Status portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_bulk(const FwdParams& p,         \
-                                                                              void* stream);
+                                                                                  void* stream);
 ATTNKIT_PORTABLE_DECODE_LIST(ATTNKIT_DECLARE_PORTABLE_DECODE)
 #undef ATTNKIT_DECLARE_PORTABLE_DECODE
 #define ATTNKIT_DECLARE_PORTABLE_DECODE_FP8(DQK, DV, DT, MASK, MOD, ROWS)                     \

@@ -18,9 +18,7 @@
 // O = 0 and LSE = -inf, with or without a sink.
 //
 // Each K/V byte of a call is read once, by one CTA; how its lines enter L2 is the tile's KvL2
-// policy, which the planner picks per call (decode_l2_stream, planner.h). On sm_90 the KvBulk
-// policy replaces the threads' 16-byte copies by the SM's copy engine: warp 0 issues one bulk
-// asynchronous copy per K / V row of a stage, and the stage's mbarrier counts its bytes in.
+// policy, which the planner picks per call (decode_l2_stream, planner.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,9 +32,6 @@
 #include "cuda/attention/portable/decode_merge.cuh"
 #include "cuda/attention/portable/fwd_params.h"
 #include "cuda/common/mma_sm80.cuh"
-
-#include <cute/arch/copy_sm90_tma.hpp>
-#include <cutlass/arch/barrier.h>
 
 namespace attnkit::gpu {
 
@@ -60,16 +55,9 @@ struct KvL2Stream {  // evict-first: the stream replaces its own lines, not the 
   }
 };
 
-// sm_90+: bulk asynchronous copies of whole rows on mbarriers (KvBulk above); K and V rows past
-// the sequence end repeat its last key, which the mask hides, so every stage moves the same bytes.
-struct KvBulk {
-  struct Policy {};
-  __device__ static Policy make() { return {}; }
-};
-
 // kKG_: key groups of 16 keys per stage (2: 4 warps, 32-key stages; 4: 8 warps, 64-key stages).
 // KvL2_: the K/V copies' L2 policy (KvL2Normal or KvL2Stream). kFp8_: K / V are e4m3 with scales
-// (decode_fp8.cuh), else the query's type. KvL2_ = KvBulk: bulk row copies (sm_90+; not FP8).
+// (decode_fp8.cuh), else the query's type.
 template <int kDqk_, int kDv_, int kMT_, int kKG_ = 2, class KvL2_ = KvL2Normal, bool kFp8_ = false>
 struct DecodeTile {
   static constexpr int kDqk = kDqk_, kDv = kDv_, kMT = kMT_, kKG = kKG_;
@@ -77,7 +65,6 @@ struct DecodeTile {
   static constexpr int kKvBytes = kFp8 ? 1 : 2;  // bytes of a K / V element
   static constexpr int kCE = 16 / kKvBytes;      // K / V elements per 16-byte copy
   using KvL2 = KvL2_;
-  static constexpr bool kBulk = std::is_same_v<KvL2_, KvBulk>;
   static constexpr int kRows = 16 * kMT;
   static constexpr int kWarps = 2 * kKG, kThreads = 32 * kWarps;
   // Two CTAs per SM (the shared-memory budget's aim): registers are capped to fit them.
@@ -105,8 +92,6 @@ struct DecodeTile {
   static_assert(kMT == 1 || kMT == 2, "decode tiles hold 16 or 32 rows");
   static_assert(kKG == 2 || kKG == 4, "decode tiles have 2 or 4 key groups");
   static_assert(kStagesFit >= 2, "two stages must fit the shared-memory budget");
-  static_assert(!kBulk || (!kFp8 && kBlockN % 32 == 0), "bulk copies: 16-bit K / V, 32-key stages");
-  static constexpr int kBulkRowsPerLane = kBlockN / 32;  // rows warp 0's lanes copy per stage
   static_assert(!kFp8 || (kDqk % 32 == 0 && kDvWarp % 32 == 0),
                 "FP8 K / V: head dims multiples of 32 (Dv of 64)");
 };
@@ -457,92 +442,33 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
     }
   };
   const typename Tile::KvL2::Policy kv_l2 = Tile::KvL2::make();
-  // The threads' own copies of a block into a stage (not KvBulk: warp 0's bulk_issue below).
   auto issue_block = [&](int stage, const int64_t(&k_off)[kKPer], const int64_t(&v_off)[kVPer],
                          int64_t sc_off) {
-    if constexpr (!Tile::kBulk) {
-      KvT* dK = sK + stage * kBlockN * kKS;
-      KvT* dV = sV + stage * kBlockN * kVS;
-      if (sc_copy) {
-        const bool ok = sc_off >= 0;
-        cp_async_4(smem_addr(sScale + (stage * 2 + sc_v) * kBlockN + sc_row),
-                   ok ? sc_of.data + sc_off : sc_of.data, ok);
-      }
+    KvT* dK = sK + stage * kBlockN * kKS;
+    KvT* dV = sV + stage * kBlockN * kVS;
+    if (sc_copy) {
+      const bool ok = sc_off >= 0;
+      cp_async_4(smem_addr(sScale + (stage * 2 + sc_v) * kBlockN + sc_row),
+                 ok ? sc_of.data + sc_off : sc_of.data, ok);
+    }
 #pragma unroll
-      for (int i = 0; i < kKPer; ++i) {
-        const int c = tid + i * kThreads;
-        if (c < kBlockN * kKC) {
-          const int row = c / kKC, col = (c % kKC) * kCE;
-          const bool ok = k_off[i] >= 0;
-          Tile::KvL2::copy(kv_l2, smem_addr(dK + row * kKS + col), ok ? gK + k_off[i] : gK, ok);
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < kVPer; ++i) {
-        const int c = tid + i * kThreads;
-        if (c < kBlockN * kVC) {
-          const int row = c / kVC, col = (c % kVC) * kCE;
-          const bool ok = v_off[i] >= 0;
-          Tile::KvL2::copy(kv_l2, smem_addr(dV + row * kVS + col), ok ? gV + v_off[i] : gV, ok);
-        }
+    for (int i = 0; i < kKPer; ++i) {
+      const int c = tid + i * kThreads;
+      if (c < kBlockN * kKC) {
+        const int row = c / kKC, col = (c % kKC) * kCE;
+        const bool ok = k_off[i] >= 0;
+        Tile::KvL2::copy(kv_l2, smem_addr(dK + row * kKS + col), ok ? gK + k_off[i] : gK, ok);
       }
     }
-  };
-
-  // ---- KvBulk (sm_90+): warp 0's lane copies rows lane + 32 i of a stage, one bulk copy per K /
-  // V row; rows past the sequence end repeat its last key. Paged: the lane's page entries of the
-  // next block to issue are read one stage ahead (bulk_pages), as pg_next below.
-  using BulkBar = cutlass::arch::ClusterTransactionBarrier;
-  constexpr int kBR = Tile::kBulk ? Tile::kBulkRowsPerLane : 1;
-  constexpr uint32_t kBulkStageBytes = kBlockN * (kDqk + kDv) * sizeof(KvT);
-  __shared__ uint64_t bulk_bar[Tile::kBulk ? kStages : 1];
-  int bulk_entry[kBR];
-  int64_t bulk_k_seq = 0, bulk_v_seq = 0;
-  if (Tile::kBulk && !paged) {
-    int64_t outer;
-    int r0;
-    p.kv.locate(b, kvs.start, 0, outer, r0);
-    bulk_k_seq = p.kv.k_offset(outer, r0, hk);
-    bulk_v_seq = p.kv.v_offset(outer, r0, hk);
-  }
-  [[maybe_unused]] auto bulk_pages = [&](int n_block) {
 #pragma unroll
-    for (int i = 0; i < kBR; ++i) {
-      const int j = min(n_block * kBlockN + lane + 32 * i, sk - 1);
-      int pi, r;
-      p.kv.page_size.divmod(j, pi, r);
-      bulk_entry[i] = p.kv.page_entry(b, pi);
-    }
-  };
-  [[maybe_unused]] auto bulk_issue = [&](int n_block, int stage) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (lane == 0) BulkBar::arrive_and_expect_tx(&bulk_bar[stage], kBulkStageBytes);
-    __syncwarp();  // the bytes are expected before any copy can complete
-#pragma unroll
-    for (int i = 0; i < kBR; ++i) {
-      const int row = lane + 32 * i;
-      const int j = min(n_block * kBlockN + row, sk - 1);
-      int64_t k_at, v_at;
-      if (paged) {
-        int pi, r;
-        p.kv.page_size.divmod(j, pi, r);
-        const KvOperand& kv = p.kv;
-        k_at = paged_offset(bulk_entry[i], r, 0, kv.k_outer_stride, kv.k_row_stride,
-                            kv.k_head_stride);
-        v_at = paged_offset(bulk_entry[i], r, 0, kv.v_outer_stride, kv.v_row_stride,
-                            kv.v_head_stride);
-      } else {
-        k_at = bulk_k_seq + int64_t{j} * p.kv.k_row_stride;
-        v_at = bulk_v_seq + int64_t{j} * p.kv.v_row_stride;
+    for (int i = 0; i < kVPer; ++i) {
+      const int c = tid + i * kThreads;
+      if (c < kBlockN * kVC) {
+        const int row = c / kVC, col = (c % kVC) * kCE;
+        const bool ok = v_off[i] >= 0;
+        Tile::KvL2::copy(kv_l2, smem_addr(dV + row * kVS + col), ok ? gV + v_off[i] : gV, ok);
       }
-      KvT* dK = sK + (stage * kBlockN + row) * kKS;
-      KvT* dV = sV + (stage * kBlockN + row) * kVS;
-      cute::SM90_BULK_COPY_G2S::copy(gK + k_at, &bulk_bar[stage], dK, kDqk * sizeof(KvT));
-      cute::SM90_BULK_COPY_G2S::copy(gV + v_at, &bulk_bar[stage], dV, kDv * sizeof(KvT));
     }
-#else
-    __trap();  // KvBulk tiles are only launched on sm_90+ (the dispatcher's bulk_decode)
-#endif
   };
 
   // pg_next: the page references of the next block to locate (paged only).
@@ -550,27 +476,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
 #pragma unroll
   for (int i = 0; i < kPgPer; ++i) pg_next.entry[i] = pg_next.row[i] = 0;
   pg_next.sc_entry = pg_next.sc_row = 0;
-  if constexpr (Tile::kBulk) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (tid == 0) {
-#pragma unroll
-      for (int s = 0; s < kStages; ++s) BulkBar::init(&bulk_bar[s], 1);
-      cutlass::arch::fence_barrier_init();
-    }
-    __syncthreads();
-    if (warp == 0) {
-#pragma unroll
-      for (int s = 0; s < kStages; ++s) {
-        if (s < n_tiles) {
-          if (paged) bulk_pages(n_begin + s);
-          bulk_issue(n_begin + s, s);
-        }
-      }
-      if (paged && kStages < n_tiles) bulk_pages(n_begin + kStages);
-    }
-#endif
-    cp_async_commit();  // Q
-  } else {
+  {
     // Every stage is filled here, not kStages - 1 of them as the loop keeps in flight later: all
     // stages are free before the first compute, and a split of at most kStages blocks (batch 1 x
     // 1k keys: two) then costs one DRAM round trip instead of two. All page-table reads of the
@@ -646,40 +552,25 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
   uint32_t qf[kMT][kQFrags][4];
 
   for (int t = 0; t < n_tiles; ++t) {
-    if constexpr (Tile::kBulk) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      // Block t is the (t / kStages)-th fill of stage t % kStages. The barrier also publishes Q
-      // (t = 0) and frees the stage of block t - 1 for block t + kStages - 1.
-      if (t == 0) cp_async_wait<0>();
-      BulkBar::wait(&bulk_bar[t % kStages], static_cast<uint32_t>((t / kStages) & 1));
-      __syncthreads();
+    // Block t's group is t. Committed so far: the prologue's kStages, then one per iteration from
+    // iteration 1 on (iteration 0 has no stage to refill).
+    if (t == 0)
+      cp_async_wait<kStages - 1>();
+    else
+      cp_async_wait<kStages - 2>();
+    __syncthreads();
+    // The stage refilled here was last read in iteration t - 1, which every thread has left. Its
+    // page-table entries were read an iteration ago; the next block's are read now, and this
+    // iteration's compute hides their latency.
+    if (t > 0) {
       const int t_next = t + kStages - 1;
-      if (t > 0 && warp == 0 && t_next < n_tiles) {
-        bulk_issue(n_begin + t_next, t_next % kStages);
-        if (paged && t_next + 1 < n_tiles) bulk_pages(n_begin + t_next + 1);
+      if (t_next < n_tiles) {
+        int64_t k_off[kKPer], v_off[kVPer], sc_off;
+        locate_block(n_begin + t_next, pg_next, k_off, v_off, sc_off);
+        issue_block(t_next % kStages, k_off, v_off, sc_off);
       }
-#endif
-    } else {
-      // Block t's group is t. Committed so far: the prologue's kStages, then one per iteration from
-      // iteration 1 on (iteration 0 has no stage to refill).
-      if (t == 0)
-        cp_async_wait<kStages - 1>();
-      else
-        cp_async_wait<kStages - 2>();
-      __syncthreads();
-      // The stage refilled here was last read in iteration t - 1, which every thread has left. Its
-      // page-table entries were read an iteration ago; the next block's are read now, and this
-      // iteration's compute hides their latency.
-      if (t > 0) {
-        const int t_next = t + kStages - 1;
-        if (t_next < n_tiles) {
-          int64_t k_off[kKPer], v_off[kVPer], sc_off;
-          locate_block(n_begin + t_next, pg_next, k_off, v_off, sc_off);
-          issue_block(t_next % kStages, k_off, v_off, sc_off);
-        }
-        if (paged && t_next + 1 < n_tiles) fetch_pages(n_begin + t_next + 1, pg_next);
-        cp_async_commit();
-      }
+      if (paged && t_next + 1 < n_tiles) fetch_pages(n_begin + t_next + 1, pg_next);
+      cp_async_commit();
     }
     if constexpr (Tile::kQInRegs) {
       if (t == 0) {

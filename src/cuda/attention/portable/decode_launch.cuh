@@ -91,9 +91,8 @@ Status launch_portable_decode_for(const FwdParams& p, void* stream) {
 }  // namespace attnkit::gpu
 
 // Defines portable_decode_<dqk>_<dv>_<dtype>_<mask>_<mod>_r<rows>: the decode kernel for up to
-// `rows` (16 or 32) query rows (tokens x GQA group) per KV head, the same with its K/V read
-// evict-first in L2 (suffix _l2stream; decode_l2_stream in planner.h picks), and the same with
-// its K/V brought in by bulk copies (suffix _bulk, KvBulk: sm_90+ only). The _FP8 form
+// `rows` (16 or 32) query rows (tokens x GQA group) per KV head, and the same with its K/V read
+// evict-first in L2 (suffix _l2stream; decode_l2_stream in planner.h picks). The _FP8 form
 // defines the first over an e4m3 KV cache (suffix _e4m3kv); it has no _l2stream twin because
 // ptxas 13.0 compiles its cache-hinted copies into an LDGSTS that traps as an illegal
 // instruction on sm_90a.
@@ -101,8 +100,6 @@ Status launch_portable_decode_for(const FwdParams& p, void* stream) {
   portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS
 #define ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS) \
   portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_l2stream
-#define ATTNKIT_PORTABLE_DECODE_FN_BULK(DQK, DV, DT, MASK, MOD, ROWS) \
-  portable_decode_##DQK##_##DV##_##DT##_##MASK##_##MOD##_r##ROWS##_bulk
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_bf16 __nv_bfloat16
 #define ATTNKIT_PORTABLE_DECODE_CTYPE_fp16 __half
 #define ATTNKIT_PORTABLE_DECODE_FN_FP8(DQK, DV, DT, MASK, MOD, ROWS) \
@@ -128,10 +125,6 @@ Status launch_portable_decode_for(const FwdParams& p, void* stream) {
                                                                             void* stream) {      \
     return ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, KvL2Stream, false)(p,     \
                                                                                         stream); \
-  }                                                                                               \
-  Status ATTNKIT_PORTABLE_DECODE_FN_BULK(DQK, DV, DT, MASK, MOD, ROWS)(const FwdParams& p,       \
-                                                                        void* stream) {          \
-    return ATTNKIT_PORTABLE_DECODE_LAUNCH(DQK, DV, DT, MASK, MOD, ROWS, KvBulk, false)(p, stream); \
   }                                                                                               \
   }
 #define ATTNKIT_DEFINE_PORTABLE_DECODE_FP8(DQK, DV, DT, MASK, MOD, ROWS)                          \

@@ -40,9 +40,6 @@ struct Variant {
   // Decode: the same kernel reading K/V evict-first in L2 (decode_l2_stream; plan suffix below);
   // null where there is no such twin (the FP8 variants, decode_launch.cuh says why).
   Status (*launch_l2stream)(const FwdParams&, void*);
-  // Decode: the same kernel with K/V brought in by bulk copies (KvBulk, sm_90+; plan suffix
-  // below); null where there is none (the FP8 variants).
-  Status (*launch_bulk)(const FwdParams&, void*);
   // Prefill: the shared memory the regular tiles need, and the launcher of the tiles that fit
   // gpu::kCompactSmemBytes (for devices that grant less than smem_bytes; plan suffix below).
   int smem_bytes;
@@ -51,8 +48,6 @@ struct Variant {
 
 // Marks a decode plan whose K/V are read evict-first in L2.
 constexpr const char* kL2StreamSuffix = "+l2stream";
-// Marks a decode plan whose K/V arrive by bulk copies.
-constexpr const char* kBulkSuffix = "+bulk";
 // Marks a prefill plan on the compact tiles.
 constexpr const char* kCompactSuffix = "+smem99k";
 // The decode kernel fits every sm_80+ device as it is.
@@ -68,20 +63,18 @@ constexpr Policy policy_of(const char* mask, const char* mod) {
 #define ATTNKIT_VARIANT_ROW(DQK, DV, DT, MASK, MOD, TILE)                                   \
   Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), 0, false,                         \
           "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_" #TILE,                \
-          &gpu::ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE), nullptr, nullptr,    \
+          &gpu::ATTNKIT_PORTABLE_FWD_FN(DQK, DV, DT, MASK, MOD, TILE), nullptr,             \
           gpu::prefill_smem_bytes<DQK, DV, gpu::MASK, gpu::MOD>(),                          \
           &gpu::ATTNKIT_PORTABLE_FWD_FN_COMPACT(DQK, DV, DT, MASK, MOD, TILE)},
 #define ATTNKIT_DECODE_VARIANT_ROW(DQK, DV, DT, MASK, MOD, ROWS)                            \
   Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), ROWS, false,                      \
           "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_decode" #ROWS,          \
           &gpu::ATTNKIT_PORTABLE_DECODE_FN(DQK, DV, DT, MASK, MOD, ROWS),                   \
-          &gpu::ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS),          \
-          &gpu::ATTNKIT_PORTABLE_DECODE_FN_BULK(DQK, DV, DT, MASK, MOD, ROWS), 0, nullptr},
+          &gpu::ATTNKIT_PORTABLE_DECODE_FN_L2STREAM(DQK, DV, DT, MASK, MOD, ROWS), 0, nullptr},
 #define ATTNKIT_DECODE_FP8_VARIANT_ROW(DQK, DV, DT, MASK, MOD, ROWS)                        \
   Variant{DQK, DV, dtype_of(#DT), policy_of(#MASK, #MOD), ROWS, true,                       \
           "portable_fwd_" #DQK "_" #DV "_" #DT "_" #MASK "_" #MOD "_decode" #ROWS "_e4m3kv", \
-          &gpu::ATTNKIT_PORTABLE_DECODE_FN_FP8(DQK, DV, DT, MASK, MOD, ROWS), nullptr, nullptr, 0, \
-          nullptr},
+          &gpu::ATTNKIT_PORTABLE_DECODE_FN_FP8(DQK, DV, DT, MASK, MOD, ROWS), nullptr, 0, nullptr},
 // The last row only keeps the array non-empty when the kernel filter drops every variant.
 constexpr Variant kVariantRows[] = {ATTNKIT_PORTABLE_FWD_LIST(ATTNKIT_VARIANT_ROW)
                                         ATTNKIT_PORTABLE_DECODE_LIST(ATTNKIT_DECODE_VARIANT_ROW)
@@ -285,23 +278,6 @@ Status portable_attention_supports(const AttentionArgs& args, const AttnProblem&
   return Status::Ok();
 }
 
-// Whether a plan naming the bulk-copy twin (kBulkSuffix) can run here: the variant has one, the
-// plan does not also ask for L2 streaming, this build has sm_90a code and the device is sm_90.
-Status bulk_decode_usable(const Variant& v, bool l2stream, int device, const std::string& kernel) {
-  if (v.launch_bulk == nullptr || l2stream)
-    return Status::Invalid("plan (kernel '" + kernel + "') asks for a bulk-copy twin '" + v.name +
-                           "' does not have" + (l2stream ? " with L2 streaming" : ""));
-#if defined(ATTNKIT_HAS_SM90A)
-  CudaDeviceInfo dev;
-  ATTNKIT_RETURN_IF_ERROR(cuda_device_info(device, &dev));
-  if (dev.cc_major == 9) return Status::Ok();
-  return Status::Invalid("plan (kernel '" + kernel + "') needs an sm_90 device; plan on this one");
-#else
-  (void)device;
-  return Status::Invalid("plan (kernel '" + kernel + "') needs sm_90a code, which this build lacks");
-#endif
-}
-
 Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& prob,
                                const CudaDeviceInfo& dev, AttentionPlan* plan) {
   if (dev.cc_major < 8)
@@ -382,8 +358,6 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   if (l2stream && v->launch_l2stream == nullptr)
     return Status::Invalid("plan (kernel '" + plan.kernel + "') asks for an L2-streaming twin '" +
                            v->name + "' does not have");
-  const bool bulk = plan.kernel.find(kBulkSuffix) != std::string::npos;
-  if (bulk) ATTNKIT_RETURN_IF_ERROR(bulk_decode_usable(*v, l2stream, prob.device.index, plan.kernel));
   const int splits = std::max(plan.num_splits, 1);
   if (v->decode_rows == 0 && splits > 1 && int64_t{prob.hkv} * splits > gpu::kMaxGridYZ)
     return Status::Invalid("plan num_splits too large for these kv heads");
@@ -419,7 +393,7 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   }
   const Status st = [&]() -> Status {
     // The decode kernel merges its own splits.
-    auto launch = l2stream ? v->launch_l2stream : bulk ? v->launch_bulk : v->launch;
+    auto launch = l2stream ? v->launch_l2stream : v->launch;
     if (compact && v->launch_compact != nullptr) launch = v->launch_compact;
     ATTNKIT_RETURN_IF_ERROR(launch(p, opts.stream));
     if (splits > 1 && v->decode_rows == 0)
