@@ -176,14 +176,15 @@ Status check_cu_seqlens(const std::vector<int32_t>& cu, const char* name, int64_
 
 namespace {
 
-// Bytes from the first element's address to one past the last one's (strides >= 0).
-int64_t span_bytes(const TensorView& t) {
-  int64_t last = 0;
+// Bytes from the first element's address to one past the last one's (strides >= 0; a valid
+// layout's largest offset is below 2^62 elements, so the bytes fit in 64 unsigned bits).
+uint64_t span_bytes(const TensorView& t) {
+  uint64_t last = 0;
   for (int i = 0; i < t.ndim; ++i) {
     if (t.shape[i] == 0) return 0;
-    last += (t.shape[i] - 1) * t.stride[i];
+    last += static_cast<uint64_t>(t.shape[i] - 1) * static_cast<uint64_t>(t.stride[i]);
   }
-  return (last + 1) * static_cast<int64_t>(dtype_size(t.dtype));
+  return (last + 1) * dtype_size(t.dtype);
 }
 
 // Dims of size > 1 as (stride, size), smallest stride first.
@@ -236,11 +237,12 @@ Status require_disjoint(const TensorView& out, const char* out_name, const Tenso
   if (!out.defined() || !other.defined() || out.device.type != other.device.type ||
       out.device.index != other.device.index)
     return Status::Ok();
-  const int64_t n_out = span_bytes(out), n_other = span_bytes(other);
+  const uint64_t n_out = span_bytes(out), n_other = span_bytes(other);
   if (n_out == 0 || n_other == 0) return Status::Ok();
-  const auto a = reinterpret_cast<uintptr_t>(out.data), b = reinterpret_cast<uintptr_t>(other.data);
-  const bool ranges_meet =
-      a < b + static_cast<uintptr_t>(n_other) && b < a + static_cast<uintptr_t>(n_out);
+  const uint64_t a = reinterpret_cast<uintptr_t>(out.data);
+  const uint64_t b = reinterpret_cast<uintptr_t>(other.data);
+  // [a, a + n_out) and [b, b + n_other) meet; differences instead of ends, which could wrap.
+  const bool ranges_meet = a <= b ? b - a < n_out : a - b < n_other;
   // Ranges that meet share elements when both views are dense, or when they are the same view.
   if (!ranges_meet || (!(dense(out) && dense(other)) && !same_view(out, other)))
     return Status::Ok();

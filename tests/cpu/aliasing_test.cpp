@@ -93,8 +93,8 @@ TEST(Aliasing, MergeStatesOutputOnAPartIsRefused) {
 
 // Gated DeltaNet decode, 2 sequences, 1 / 2 heads, K = V = 4; the pool has 3 slots.
 struct GdnDecodeBuffers {
-  std::vector<uint16_t> q = std::vector<uint16_t>(8, 0x3f80), k = q, v = std::vector<uint16_t>(16, 0x3f80),
-                        o = std::vector<uint16_t>(16);
+  std::vector<uint16_t> q = std::vector<uint16_t>(8, 0x3f80), k = q;
+  std::vector<uint16_t> v = std::vector<uint16_t>(16, 0x3f80), o = std::vector<uint16_t>(16);
   std::vector<float> g = std::vector<float>(4, -0.1f), beta = std::vector<float>(4, 0.5f),
                      pool = std::vector<float>(3 * 2 * 16, 0.1f);
   std::vector<int32_t> slots = {2, 0};
