@@ -233,6 +233,21 @@ def test_errors_name_the_argument():
         attnkit.attention(misaligned, k, v)
 
 
+def test_outputs_over_inputs_are_refused():
+    rng = np.random.default_rng(11)
+    q, k, v = randn(rng, 1, 3, 2, 64), randn(rng, 1, 5, 2, 64), randn(rng, 1, 5, 2, 64)
+    with pytest.raises(ValueError, match="o shares memory with q"):
+        attnkit.attention(q, k, v, out=q)
+    o_parts, lse_parts = randn(rng, 2, 3, 2, 64), randn(rng, 2, 3, 2)
+    with pytest.raises(ValueError, match="o shares memory with o_parts"):
+        attnkit.merge_states(o_parts, lse_parts, out=o_parts[0])
+    # q and o as column slices of one buffer share no element: accepted.
+    fused = nan((1, 3, 2, 128))
+    fused[..., :64] = q
+    out = attnkit.attention(fused[..., :64], k, v, out=fused[..., 64:])
+    assert rel_l2(out, attnkit.attention(q, k, v)) < TOL
+
+
 def test_read_only_inputs_are_accepted():
     rng = np.random.default_rng(11)
     q, k, v = randn(rng, 1, 3, 2, 64), randn(rng, 1, 5, 2, 64), randn(rng, 1, 5, 2, 64)
