@@ -13,7 +13,8 @@
 #           attnkit's drop-in modules (needs the fetched tests in .peer/, and einops / fla-core)
 #   sanitize  scripts/sanitize.sh: compute-sanitizer memcheck / racecheck / synccheck on small
 #           cases of every kernel family
-#   bench   bench/compare.py: attnkit bench and the anchors (cuDNN, FA2, fla) in the same run
+#   bench   bench/compare.py: attnkit bench and the anchors (cuDNN, FA2, fla) in the same run, and
+#           bench/plot_results.py's plot of it (compare/results.png) where matplotlib is installed
 #   stages  bench/gdn_bench: Gated DeltaNet per stage (chunk output and decode against the bytes
 #           they move) and a device copy as the bandwidth ceiling
 #   accuracy  bench/gdn_accuracy.py: Gated DeltaNet's error against the fp32 recurrent reference,
@@ -174,6 +175,11 @@ if want bench; then
   if [ -x "$BIN" ]; then
     phase bench "${GPU_ROUND_BENCH_TIMEOUT:-900}" python3 bench/compare.py --attnkit "$BIN" \
       --shapes "$(echo "$SHAPES" | tr ' ' ',')" --backend "${GPU_ROUND_BACKEND:-auto}" --out "$LOGS/compare"
+    # The per-shape plot of this run (the README's docs/img/results.png comes from such runs).
+    if [ -f "$LOGS/compare/compare.json" ] && python3 -c "import matplotlib" 2>/dev/null; then
+      python3 bench/plot_results.py "$LOGS/compare/results.png" "$LOGS/compare/compare.json" ||
+        echo "gpu_round: plot_results failed (the tables stand)"
+    fi
   else
     skip bench "attnkit not built"
   fi
@@ -212,7 +218,8 @@ ROUND_DT=$(($(date +%s) - ROUND_T0))
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   cp "$LOGS/summary.txt" "$OUT/" 2>/dev/null
-  cp "$LOGS/compare/compare.md" "$LOGS/compare/compare.json" "$LOGS/compare/gdn_accuracy.json" \
+  cp "$LOGS/compare/compare.md" "$LOGS/compare/compare.json" "$LOGS/compare/results.png" \
+    "$LOGS/compare/gdn_accuracy.json" \
     "$LOGS/python_overhead.json" "$OUT/" 2>/dev/null
   tar -C "$ROOT/out" -czf "$OUT/gpu_round_logs.tar.gz" gpu_round 2>/dev/null
   echo "gpu_round: results in \$OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
