@@ -10,8 +10,6 @@
 // (clang); run by scripts/fuzz.sh.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -92,12 +90,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   a.v_cache = vc.view;
   a.k_scale = ks.view;
   a.v_scale = vs.view;
-  ExecOptions opts;
-  opts.backend = Backend::kCPU;
-  opts.cpu_threads = 1;
-  const Status st = append_kv_cache(a, opts);
-  // ATTNKIT_FUZZ_REPORT=1: one status line per input (how many inputs get past validation).
-  static const bool report = std::getenv("ATTNKIT_FUZZ_REPORT") != nullptr;
-  if (report) std::fprintf(stderr, "status: %s\n", to_string(st.code()));
+  report(append_kv_cache(a, cpu_opts()));
   return 0;
 }

@@ -7,8 +7,6 @@
 // scripts/fuzz.sh.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -84,12 +82,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   a.num_splits = in.pick(3);
   a.max_seqlen_q = in.pick(8);
   a.max_seqlen_k = in.pick(40);
-  ExecOptions opts;
-  opts.backend = Backend::kCPU;
-  opts.cpu_threads = 1;
-  const Status st = attention_forward(a, opts);
-  // ATTNKIT_FUZZ_REPORT=1: one status line per input (how many inputs get past validation).
-  static const bool report = std::getenv("ATTNKIT_FUZZ_REPORT") != nullptr;
-  if (report) std::fprintf(stderr, "status: %s\n", to_string(st.code()));
+  report(attention_forward(a, cpu_opts()));
   return 0;
 }

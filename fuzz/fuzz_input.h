@@ -5,9 +5,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
+#include "attnkit/options.h"
+#include "attnkit/status.h"
 #include "attnkit/tensor.h"
 
 namespace attnkit::fuzz {
@@ -72,6 +76,21 @@ inline Owned ints(std::vector<int64_t> shape, Bytes& in) {
   auto* v = reinterpret_cast<int32_t*>(o.mem.data());
   for (size_t i = 0; i < o.mem.size() / 4; ++i) v[i] = static_cast<int8_t>(in.next()) / 2;
   return o;
+}
+
+// Every target runs the CPU backend on one thread.
+inline attnkit::ExecOptions cpu_opts() {
+  attnkit::ExecOptions opts;
+  opts.backend = attnkit::Backend::kCPU;
+  opts.cpu_threads = 1;
+  return opts;
+}
+
+// ATTNKIT_FUZZ_REPORT=1: one status line per input (how many inputs get past validation), with
+// the op it called where a target calls several.
+inline void report(const attnkit::Status& st, const char* op = nullptr) {
+  static const bool on = std::getenv("ATTNKIT_FUZZ_REPORT") != nullptr;
+  if (on) std::fprintf(stderr, "status: %s%s%s\n", to_string(st.code()), op ? " " : "", op ? op : "");
 }
 
 }  // namespace attnkit::fuzz

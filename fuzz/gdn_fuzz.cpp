@@ -15,8 +15,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -72,9 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const DType kt = wrong == 2 ? (dt == DType::kFloat16 ? DType::kBFloat16 : DType::kFloat16) : dt;
   const float scale = wrong == 3 ? NAN : in.pick(3) == 0 ? 0.5f : 0.f;
   const bool l2 = in.pick(1);
-  ExecOptions opts;
-  opts.backend = Backend::kCPU;
-  opts.cpu_threads = 1;
+  const ExecOptions opts = cpu_opts();
   Status st;
 
   if (op == 2) {  // decode: one token per sequence against a pool of states
@@ -245,9 +241,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
-  // ATTNKIT_FUZZ_REPORT=1: one status line per input (how many inputs get past validation), with
-  // the op it called.
-  static const bool report = std::getenv("ATTNKIT_FUZZ_REPORT") != nullptr;
-  if (report) std::fprintf(stderr, "status: %s %s\n", to_string(st.code()), kOpNames[op]);
+  report(st, kOpNames[op]);
   return 0;
 }

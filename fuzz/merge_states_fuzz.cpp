@@ -9,8 +9,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -75,12 +73,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   a.lse_parts = lse_parts.view;
   a.o = o.view;
   a.lse = lse.view;
-  ExecOptions opts;
-  opts.backend = Backend::kCPU;
-  opts.cpu_threads = 1;
-  const Status st = merge_states(a, opts);
-  // ATTNKIT_FUZZ_REPORT=1: one status line per input (how many inputs get past validation).
-  static const bool report = std::getenv("ATTNKIT_FUZZ_REPORT") != nullptr;
-  if (report) std::fprintf(stderr, "status: %s\n", to_string(st.code()));
+  report(merge_states(a, cpu_opts()));
   return 0;
 }
