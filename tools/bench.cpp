@@ -361,16 +361,18 @@ Result run_attention(const AttnCase& case_in, const Env& env, std::mt19937_64& r
   // 16-byte loads and (sm_90+) by bulk copies; the faster of the two is the floor.
   if (r.status.ok() && env.gpu && c.op == "decode") {
     const auto half = static_cast<size_t>(c.kv_bytes() / 2) / 16 * 16;
-    auto spans = [&](int call) {
-      const AttnTensors& s = sets[call % sets.size()];
-      return std::vector<testkit::ReadSpan>{{s.k.data(), std::min(half, s.k.bytes())},
-                                            {s.v.data(), std::min(half, s.v.bytes())}};
+    std::vector<std::vector<testkit::ReadSpan>> spans;  // per input set, built before timing
+    for (const AttnTensors& s : sets)
+      spans.push_back({{s.k.data(), std::min(half, s.k.bytes())},
+                       {s.v.data(), std::min(half, s.v.bytes())}});
+    auto of = [&](int call) -> const std::vector<testkit::ReadSpan>& {
+      return spans[call % spans.size()];
     };
     r.status = time_calls(
-        env, [&](int call) { return testkit::read_once(spans(call)); }, &r.floor_loads_ms);
-    if (r.status.ok() && testkit::read_once_bulk(spans(0)).ok())
+        env, [&](int call) { return testkit::read_once(of(call)); }, &r.floor_loads_ms);
+    if (r.status.ok() && testkit::read_once_bulk(of(0)).ok())
       r.status = time_calls(
-          env, [&](int call) { return testkit::read_once_bulk(spans(call)); }, &r.floor_bulk_ms);
+          env, [&](int call) { return testkit::read_once_bulk(of(call)); }, &r.floor_bulk_ms);
     r.floor_ms = std::isnan(r.floor_bulk_ms) ? r.floor_loads_ms
                                              : std::min(r.floor_loads_ms, r.floor_bulk_ms);
   }

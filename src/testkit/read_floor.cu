@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "cuda/common/cuda_check.h"
 
@@ -87,18 +88,24 @@ __global__ void __launch_bounds__(32, 1) read_bulk_kernel(const __grid_constant_
 #endif
 }
 
+// The spans as the kernels take them; `fn` names the caller in the refusals.
+Status to_spans(const std::vector<ReadSpan>& spans, const char* fn, Spans* s) {
+  if (spans.size() > kMaxSpans) return Status::Invalid(std::string(fn) + ": at most 4 spans");
+  s->count = static_cast<int>(spans.size());
+  for (int k = 0; k < s->count; ++k) {
+    if (reinterpret_cast<uintptr_t>(spans[k].data) % 16 != 0 || spans[k].bytes % 16 != 0)
+      return Status::Invalid(std::string(fn) + ": spans must be 16-byte aligned and sized");
+    s->p[k] = static_cast<const uint4*>(spans[k].data);
+    s->n[k] = spans[k].bytes / 16;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status read_once_bulk(const std::vector<ReadSpan>& spans) {
-  if (spans.size() > kMaxSpans) return Status::Invalid("read_once_bulk: at most 4 spans");
   Spans s{};
-  s.count = static_cast<int>(spans.size());
-  for (int k = 0; k < s.count; ++k) {
-    if (reinterpret_cast<uintptr_t>(spans[k].data) % 16 != 0 || spans[k].bytes % 16 != 0)
-      return Status::Invalid("read_once_bulk: spans must be 16-byte aligned and sized");
-    s.p[k] = static_cast<const uint4*>(spans[k].data);
-    s.n[k] = spans[k].bytes / 16;
-  }
+  ATTNKIT_RETURN_IF_ERROR(to_spans(spans, "read_once_bulk", &s));
   constexpr int kSmem = kRing * kChunk;
   static int grid = 0;  // found once for the process, as in read_once
   if (grid == 0) {
@@ -117,15 +124,8 @@ Status read_once_bulk(const std::vector<ReadSpan>& spans) {
 }
 
 Status read_once(const std::vector<ReadSpan>& spans, ReadHint hint) {
-  if (spans.size() > kMaxSpans) return Status::Invalid("read_once: at most 4 spans");
   Spans s{};
-  s.count = static_cast<int>(spans.size());
-  for (int k = 0; k < s.count; ++k) {
-    if (reinterpret_cast<uintptr_t>(spans[k].data) % 16 != 0 || spans[k].bytes % 16 != 0)
-      return Status::Invalid("read_once: spans must be 16-byte aligned and sized");
-    s.p[k] = static_cast<const uint4*>(spans[k].data);
-    s.n[k] = spans[k].bytes / 16;
-  }
+  ATTNKIT_RETURN_IF_ERROR(to_spans(spans, "read_once", &s));
   // Found once for the process (the benchmark times one device): the call is timed, so no device
   // queries inside it.
   static int grid = 0;
