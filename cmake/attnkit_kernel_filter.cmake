@@ -72,15 +72,15 @@ if(_attnkit_filter_text)
 endif()
 
 # Drops from the list `var` the instantiation TUs whose head dims or dtype the filter drops:
-# sm90_fwd_d<dims>_<dtype>*.cu (dims 128 or 192_128) and portable_<kind>_<dqk>_<dv>_<dtype>*.cu.
+# sm90_<fwd|decode>_d<dims>_<dtype>*.cu (dims 128 or 192_128) and portable_<kind>_<dqk>_<dv>_<dtype>*.cu.
 function(attnkit_filter_instantiations var)
   set(_kept_tus "")  # not `kept`: a caller's list may have that name
   foreach(src IN LISTS ${var})
     get_filename_component(name "${src}" NAME)
     set(dims "")
-    if(name MATCHES "^sm90_fwd_d([0-9]+(_[0-9]+)?)_(bf16|fp16)")
-      set(dims "${CMAKE_MATCH_1}")
-      set(dt "${CMAKE_MATCH_3}")
+    if(name MATCHES "^sm90_(fwd|decode)_d([0-9]+(_[0-9]+)?)_(bf16|fp16)")
+      set(dims "${CMAKE_MATCH_2}")
+      set(dt "${CMAKE_MATCH_4}")
     elseif(name MATCHES "^portable_(fwd|decode|decode_fp8)_([0-9]+)_([0-9]+)_(bf16|fp16)")
       set(dims "${CMAKE_MATCH_2}_${CMAKE_MATCH_3}")
       set(dt "${CMAKE_MATCH_4}")

@@ -41,7 +41,8 @@ Status plan_for(const AttentionArgs& args, const AttnProblem& prob, const ExecOp
     if (opts.backend == Backend::kCudaSm90) return s;
   }
   ATTNKIT_RETURN_IF_ERROR(detail::portable_attention_supports(args, prob));
-  return detail::portable_attention_plan(args, prob, dev, plan);
+  return detail::portable_attention_plan(
+      args, prob, dev, plan, detail::kHopperDecodeByDefault && opts.backend == Backend::kAuto);
 #else
   (void)args;
   return Status::Unsupported("this attnkit build has no CUDA support; tensors must be on the CPU");

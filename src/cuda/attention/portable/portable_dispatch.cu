@@ -14,10 +14,12 @@
 #include "cuda/attention/portable/split_workspace.h"
 #include "cuda/attention/portable/decode_launch.cuh"
 #include "cuda/attention/portable/fwd_launch.cuh"
+#include "cuda/attention/sm90/sm90_decode_tiles.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
 #include "cuda/instantiations/portable_decode_list.h"
 #include "cuda/instantiations/portable_fwd_list.h"
+#include "cuda/instantiations/sm90_decode_list.h"
 
 namespace attnkit::detail {
 namespace {
@@ -48,6 +50,8 @@ struct Variant {
 
 // Marks a decode plan whose K/V are read evict-first in L2.
 constexpr const char* kL2StreamSuffix = "+l2stream";
+// Marks a decode plan on the Hopper (TMA) decode kernel of the same variant.
+constexpr const char* kTmaSuffix = "+sm90tma";
 // Marks a prefill plan on the compact tiles.
 constexpr const char* kCompactSuffix = "+smem99k";
 // The decode kernel fits every sm_80+ device as it is.
@@ -84,6 +88,61 @@ constexpr std::span<const Variant> kVariants(kVariantRows, std::size(kVariantRow
 #undef ATTNKIT_VARIANT_ROW
 #undef ATTNKIT_DECODE_VARIANT_ROW
 #undef ATTNKIT_DECODE_FP8_VARIANT_ROW
+
+// The Hopper decode kernels (sm90_decode_list.h), keyed like the portable decode variants.
+using TmaLaunch = Status (*)(const FwdParams&, bool l2_evict_first, void* stream);
+struct TmaDecode {
+  int d;
+  DType dtype;
+  Policy policy;
+  int rows;
+  TmaLaunch launch;
+};
+#if defined(ATTNKIT_HAS_SM90A)
+#define ATTNKIT_TMA_DECODE_ROW(D, DT, MASK, MOD, ROWS)                  \
+  TmaDecode{D, dtype_of(#DT), policy_of(#MASK, #MOD), ROWS,             \
+            &gpu::sm90::ATTNKIT_SM90_DECODE_FN(D, DT, MASK, MOD, ROWS)},
+constexpr TmaDecode kTmaRows[] = {ATTNKIT_SM90_DECODE_LIST(ATTNKIT_TMA_DECODE_ROW) TmaDecode{}};
+#undef ATTNKIT_TMA_DECODE_ROW
+#else
+constexpr TmaDecode kTmaRows[] = {TmaDecode{}};
+#endif
+constexpr std::span<const TmaDecode> kTmaDecodes(kTmaRows, std::size(kTmaRows) - 1);
+
+// The Hopper kernel of a decode variant over a bf16 / fp16 cache, or null.
+TmaLaunch find_tma(const Variant& v) {
+  if (v.decode_rows == 0 || v.kv_fp8 || v.dqk != v.dv) return nullptr;
+  for (const TmaDecode& t : kTmaDecodes)
+    if (t.d == v.dqk && t.dtype == v.dtype && t.policy == v.policy && t.rows == v.decode_rows)
+      return t.launch;
+  return nullptr;
+}
+
+// Why TMA cannot read this call's K and V (sm90_decode_launch.cuh), or "" when it can: it needs
+// 16-byte aligned bases and strides, pages of a multiple of 8 rows (a box fills whole swizzle
+// atoms) and a cache that is not empty. Strides of extents of 1 are not used.
+std::string tma_refusal(const FwdParams& p) {
+  const gpu::KvOperand& kv = p.kv;
+  const bool paged = kv.kind == gpu::KvKind::kPaged;
+  if (paged && gpu::sm90::decode_box_rows(gpu::sm90::kDecodeTmaKeys, kv.page_size.d) == 0)
+    return "a page size that is a multiple of 8 (this cache: " + std::to_string(kv.page_size.d) +
+           ")";
+  const int64_t outers = paged ? kv.num_pages : kv.kind == gpu::KvKind::kContiguous ? p.batch : 1;
+  const int64_t rows = paged ? kv.page_size.d : kv.k_rows;
+  if (rows < 1 || outers < 1) return "a cache that is not empty";
+  auto aligned = [](int64_t stride_elems, int64_t extent) {
+    return extent == 1 || (stride_elems > 0 && (stride_elems * 2) % 16 == 0 &&
+                           stride_elems * 2 < (int64_t{1} << 40));
+  };
+  auto ok = [&](const void* base, int64_t row, int64_t head, int64_t outer) {
+    return reinterpret_cast<uintptr_t>(base) % 16 == 0 && aligned(row, 2) &&
+           aligned(head, p.hkv) && aligned(outer, outers);
+  };
+  if (!ok(kv.k, kv.k_row_stride, kv.k_head_stride, kv.k_outer_stride) ||
+      !ok(kv.v, kv.v_row_stride, kv.v_head_stride, kv.v_outer_stride))
+    return "16-byte aligned K / V and strides";
+  return "";
+}
 
 // Rows (query tokens x GQA group) up to which the decode kernel is used: it holds them all in one
 // CTA per KV head; beyond that the prefill tiles serve.
@@ -279,7 +338,7 @@ Status portable_attention_supports(const AttentionArgs& args, const AttnProblem&
 }
 
 Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& prob,
-                               const CudaDeviceInfo& dev, AttentionPlan* plan) {
+                               const CudaDeviceInfo& dev, AttentionPlan* plan, bool hopper_decode) {
   if (dev.cc_major < 8)
     return Status::Unsupported("portable CUDA attention needs compute capability 8.0 or newer");
   const Variant* v = find_variant(prob);
@@ -324,8 +383,11 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   // The decode kernel merges its splits itself; prefill runs a combine kernel after.
   const bool l2stream = v->launch_l2stream != nullptr &&
                         decode_l2_stream(kv_bytes_bound(prob), dev.l2_bytes);
+  // Hopper: the TMA decode kernel where it reads this cache.
+  const bool tma = hopper_decode && dev.cc_major == 9 && find_tma(*v) != nullptr &&
+                   tma_refusal(make_params(args, prob)).empty();
   plan->kernel = std::string(v->name) + (l2stream ? kL2StreamSuffix : "") +
-                 (compact ? kCompactSuffix : "") +
+                 (tma ? kTmaSuffix : "") + (compact ? kCompactSuffix : "") +
                  (splits <= 1 ? "" : v->decode_rows > 0 ? "+split_merge" : "+split_combine");
   plan->num_splits = splits;
   plan->workspace_bytes =
@@ -358,6 +420,10 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   if (l2stream && v->launch_l2stream == nullptr)
     return Status::Invalid("plan (kernel '" + plan.kernel + "') asks for an L2-streaming twin '" +
                            v->name + "' does not have");
+  const bool tma = plan.kernel.find(kTmaSuffix) != std::string::npos;
+  if (tma && find_tma(*v) == nullptr)
+    return Status::Invalid("plan (kernel '" + plan.kernel + "') asks for a Hopper decode kernel '" +
+                           v->name + "' does not have in this build");
   const int splits = std::max(plan.num_splits, 1);
   if (v->decode_rows == 0 && splits > 1 && int64_t{prob.hkv} * splits > gpu::kMaxGridYZ)
     return Status::Invalid("plan num_splits too large for these kv heads");
@@ -379,6 +445,12 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
 
   FwdParams p = make_params(args, prob);
   p.num_splits = splits;
+  if (tma) {
+    const std::string why = tma_refusal(p);
+    if (!why.empty())
+      return Status::Invalid("plan (kernel '" + plan.kernel + "') reads K / V by TMA, which needs " +
+                             why + "; plan again for these tensors");
+  }
   void* owned = nullptr;
   if (splits > 1) {
     const SplitWorkspace layout =
@@ -393,6 +465,10 @@ Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& 
   }
   const Status st = [&]() -> Status {
     // The decode kernel merges its own splits.
+    if (tma) {
+      ATTNKIT_RETURN_IF_ERROR(find_tma(*v)(p, l2stream, opts.stream));
+      return Status::Ok();
+    }
     auto launch = l2stream ? v->launch_l2stream : v->launch;
     if (compact && v->launch_compact != nullptr) launch = v->launch_compact;
     ATTNKIT_RETURN_IF_ERROR(launch(p, opts.stream));
