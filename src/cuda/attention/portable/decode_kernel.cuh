@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/attention/common/decode_math.cuh"
 #include "cuda/attention/policy/mask.cuh"
 #include "cuda/attention/policy/score_mod.cuh"
 #include "cuda/attention/portable/decode_fp8.cuh"
@@ -587,12 +588,6 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
 
     // ---- S = Q K^T over this warp's 16 keys
     float s[kMT][2][4];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int n = 0; n < 2; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
     auto q_frag = [&](int mt, int kk, uint32_t(&a)[4]) {
       if constexpr (Tile::kQInRegs) {
 #pragma unroll
@@ -602,6 +597,12 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       }
     };
     if constexpr (kFp8) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
 #pragma unroll
       for (int kk2 = 0; kk2 < kDqk / 32; ++kk2) {
         uint32_t rk[4];  // keys 0-7 | 8-15 (x) dims 0-15 | 16-31 of the two slabs
@@ -621,18 +622,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
         }
       }
     } else {
-#pragma unroll
-      for (int kk = 0; kk < kDqk / 16; ++kk) {
-        uint32_t bk[4];
-        ldmatrix_x4(k_base + kk * 32, bk);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          uint32_t a[4];
-          q_frag(mt, kk, a);
-          MmaOp<T>::run(s[mt][0], a, bk[0], bk[1]);
-          MmaOp<T>::run(s[mt][1], a, bk[2], bk[3]);
-        }
-      }
+      decode_qk<T, kMT, kDqk>([&](int kk) { return k_base + kk * 32; }, q_frag, s);
     }
     // FP8: this thread's keys (2t, 2t+1) and (2t+8, 2t+9) of its key group, K's and V's scales
     float2 ks[2] = {make_float2(k_scale_head, k_scale_head), make_float2(k_scale_head, k_scale_head)};
@@ -670,30 +660,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
           if (!full && (j < row_lo[i] || j > row_hi[i])) x = -INFINITY;
           s[mt][n][e] = x;
         }
-#pragma unroll
-    for (int i = 0; i < kR; ++i) {
-      const int mt = i / 2, h = i % 2;
-      float mx = fmaxf(m_run[i], fmaxf(fmaxf(s[mt][0][2 * h], s[mt][0][2 * h + 1]),
-                                       fmaxf(s[mt][1][2 * h], s[mt][1][2 * h + 1])));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_use = mx == -INFINITY ? 0.f : mx;
-      const float alpha = exp2f(m_run[i] - m_use);
-      m_run[i] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        s[mt][n][2 * h] = exp2f(s[mt][n][2 * h] - m_use);
-        s[mt][n][2 * h + 1] = exp2f(s[mt][n][2 * h + 1] - m_use);
-        sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
-      }
-      l_run[i] = l_run[i] * alpha + sum;
-#pragma unroll
-      for (int n = 0; n < kDvWarp / 8; ++n) {
-        acc[mt][n][2 * h] *= alpha;
-        acc[mt][n][2 * h + 1] *= alpha;
-      }
-    }
+    decode_online_softmax(s, m_run, l_run, acc);
 
     // ---- O += P V over this warp's 16 keys and Dv half. FP8 per-token V scales multiply P (the
     // row sums l above are P's own).
@@ -708,13 +675,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       }
     }
     uint32_t pa[kMT][4];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      pa[mt][0] = pack2<MmaT>(s[mt][0][0], s[mt][0][1]);
-      pa[mt][1] = pack2<MmaT>(s[mt][0][2], s[mt][0][3]);
-      pa[mt][2] = pack2<MmaT>(s[mt][1][0], s[mt][1][1]);
-      pa[mt][3] = pack2<MmaT>(s[mt][1][2], s[mt][1][3]);
-    }
+    decode_pack_p<MmaT>(s, pa);
     if constexpr (kFp8) {
       // n-block 2c of acc: the even dims of 16-dim chunk c, 2c + 1: its odd dims (decode_fp8.cuh)
 #pragma unroll
@@ -734,16 +695,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
         }
       }
     } else {
-#pragma unroll
-      for (int nn = 0; nn < kDvWarp / 16; ++nn) {
-        uint32_t bv[4];
-        ldmatrix_x4_trans(v_base + nn * 32, bv);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          MmaOp<T>::run(acc[mt][2 * nn], pa[mt], bv[0], bv[1]);
-          MmaOp<T>::run(acc[mt][2 * nn + 1], pa[mt], bv[2], bv[3]);
-        }
-      }
+      decode_pv<T, kMT, kDvWarp>([&](int nn) { return v_base + nn * 32; }, pa, acc);
     }
   }
   cp_async_wait<0>();  // nothing may still be landing in shared memory
@@ -778,12 +730,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
                         ev[2 * h + 1] * v_scale_head, od[2 * h + 1] * v_scale_head);
       }
     } else {
-#pragma unroll
-      for (int n = 0; n < kDvWarp / 8; ++n) {
-        const int c = dh * kDvWarp + n * 8 + (lane % 4) * 2;
-        *reinterpret_cast<float2*>(red_o + (kh * kRows + rr) * kDv + c) =
-            make_float2(acc[mt][n][2 * h], acc[mt][n][2 * h + 1]);
-      }
+      decode_stash_o<kRows, kDv, kDvWarp>(red, i, rr, kh, dh, lane, acc);
     }
   }
   __syncthreads();

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 
+#include "cuda/attention/common/decode_math.cuh"
 #include "cuda/attention/policy/mask.cuh"
 #include "cuda/attention/policy/score_mod.cuh"
 #include "cuda/attention/portable/decode_kernel.cuh"
@@ -268,24 +269,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
 
     // ---- S = Q K^T over this warp's 16 keys
     float s[kMT][2][4];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int n = 0; n < 2; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < kDqk / 16; ++kk) {
-      uint32_t bk[4];
-      ldmatrix_x4(k_tile + sw128_step(k_lane, kk * 16, kBlockN), bk);
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        uint32_t a[4];
-        q_frag(mt, kk, a);
-        MmaOp<T>::run(s[mt][0], a, bk[0], bk[1]);
-        MmaOp<T>::run(s[mt][1], a, bk[2], bk[3]);
-      }
-    }
+    decode_qk<T, kMT, kDqk>([&](int kk) { return k_tile + sw128_step(k_lane, kk * 16, kBlockN); },
+                            q_frag, s);
 
     // ---- score mod, mask, online softmax (log2 units). A tile that is not fully visible maps
     // each row to its key by the box rule (the last box may be shifted).
@@ -313,50 +298,13 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
           }
           s[mt][n][e] = x;
         }
-#pragma unroll
-    for (int i = 0; i < kR; ++i) {
-      const int mt = i / 2, h = i % 2;
-      float mx = fmaxf(m_run[i], fmaxf(fmaxf(s[mt][0][2 * h], s[mt][0][2 * h + 1]),
-                                       fmaxf(s[mt][1][2 * h], s[mt][1][2 * h + 1])));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_use = mx == -INFINITY ? 0.f : mx;
-      const float alpha = exp2f(m_run[i] - m_use);
-      m_run[i] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        s[mt][n][2 * h] = exp2f(s[mt][n][2 * h] - m_use);
-        s[mt][n][2 * h + 1] = exp2f(s[mt][n][2 * h + 1] - m_use);
-        sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
-      }
-      l_run[i] = l_run[i] * alpha + sum;
-#pragma unroll
-      for (int n = 0; n < kDvWarp / 8; ++n) {
-        acc[mt][n][2 * h] *= alpha;
-        acc[mt][n][2 * h + 1] *= alpha;
-      }
-    }
+    decode_online_softmax(s, m_run, l_run, acc);
 
     // ---- O += P V over this warp's 16 keys and Dv half
     uint32_t pa[kMT][4];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      pa[mt][0] = pack2<T>(s[mt][0][0], s[mt][0][1]);
-      pa[mt][1] = pack2<T>(s[mt][0][2], s[mt][0][3]);
-      pa[mt][2] = pack2<T>(s[mt][1][0], s[mt][1][1]);
-      pa[mt][3] = pack2<T>(s[mt][1][2], s[mt][1][3]);
-    }
-#pragma unroll
-    for (int nn = 0; nn < kDvWarp / 16; ++nn) {
-      uint32_t bv[4];
-      ldmatrix_x4_trans(v_tile + sw128_step(v_lane, nn * 16, kBlockN), bv);
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        MmaOp<T>::run(acc[mt][2 * nn], pa[mt], bv[0], bv[1]);
-        MmaOp<T>::run(acc[mt][2 * nn + 1], pa[mt], bv[2], bv[3]);
-      }
-    }
+    decode_pack_p<T>(s, pa);
+    decode_pv<T, kMT, kDvWarp>(
+        [&](int nn) { return v_tile + sw128_step(v_lane, nn * 16, kBlockN); }, pa, acc);
 
     // ---- hand the stage back; warp 0 refills it once every warp has
     __syncwarp();
@@ -371,7 +319,6 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
 
   // ---- merge the key groups through shared memory, then store (as the portable kernel)
   float* red = reinterpret_cast<float*>(smem);
-  float* red_o = red;                       // [kKG][kRows][kDv]
   float* red_m = red + kKG * kRows * kDv;  // [kKG][kRows]
   float* red_l = red_m + kKG * kRows;       // [kKG][kRows]
 #pragma unroll
@@ -385,12 +332,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kCtasPerSm)
       red_m[kh * kRows + rr] = m_run[i];
       red_l[kh * kRows + rr] = l;
     }
-#pragma unroll
-    for (int n = 0; n < kDvWarp / 8; ++n) {
-      const int c = dh * kDvWarp + n * 8 + (lane % 4) * 2;
-      *reinterpret_cast<float2*>(red_o + (kh * kRows + rr) * kDv + c) =
-          make_float2(acc[mt][n][2 * h], acc[mt][n][2 * h + 1]);
-    }
+    decode_stash_o<kRows, kDv, kDvWarp>(red, i, rr, kh, dh, lane, acc);
   }
   __syncthreads();
   decode_store<Tile, T>(p, red, rows_total, b, hk, q_start, split);
