@@ -30,7 +30,7 @@
 #include "cuda/attention/policy/mask.cuh"
 #include "cuda/attention/policy/score_mod.cuh"
 #include "cuda/attention/portable/decode_fp8.cuh"
-#include "cuda/attention/portable/decode_merge.cuh"
+#include "cuda/attention/common/decode_merge.cuh"
 #include "cuda/attention/portable/fwd_params.h"
 #include "cuda/common/mma_sm80.cuh"
 

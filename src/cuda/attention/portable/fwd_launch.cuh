@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "attnkit/status.h"
-#include "cuda/attention/portable/combine_kernel.cuh"
+#include "cuda/attention/common/combine_kernel.cuh"
 #include "cuda/attention/portable/prefill_kernel.cuh"
 #include "cuda/common/cuda_check.h"
 

@@ -11,7 +11,7 @@
 
 #include "api/backends.h"
 #include "cuda/attention/portable/planner.h"
-#include "cuda/attention/portable/split_workspace.h"
+#include "cuda/attention/common/split_workspace.h"
 #include "cuda/attention/portable/decode_launch.cuh"
 #include "cuda/attention/portable/fwd_launch.cuh"
 #include "cuda/attention/sm90/sm90_decode_tiles.h"

@@ -27,7 +27,7 @@
 #include "cuda/attention/policy/mask.cuh"
 #include "cuda/attention/policy/score_mod.cuh"
 #include "cuda/attention/portable/decode_kernel.cuh"
-#include "cuda/attention/portable/decode_merge.cuh"
+#include "cuda/attention/common/decode_merge.cuh"
 #include "cuda/attention/portable/fwd_params.h"
 #include "cuda/attention/sm90/sm90_decode_tiles.h"
 #include "cuda/common/mma_sm80.cuh"

@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "api/backends.h"
-#include "cuda/attention/portable/combine_kernel.cuh"
-#include "cuda/attention/portable/split_workspace.h"
+#include "cuda/attention/common/combine_kernel.cuh"
+#include "cuda/attention/common/split_workspace.h"
 #include "cuda/attention/sm90/sm90_fwd_params.h"
 #include "cuda/attention/sm90/sm90_split_plan.h"
 #include "cuda/attention/sm90/sm90_tile_scheduler.h"

@@ -3,7 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "api/backends.h"
-#include "cuda/attention/portable/combine_kernel.cuh"
+#include "cuda/attention/common/combine_kernel.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace attnkit::detail {
