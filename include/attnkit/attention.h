@@ -46,12 +46,18 @@ struct AttentionArgs {
   // cache [num_pages, page_size, Hkv, Dqk] with page_table [B, max_pages] and seqused_k [B].
   // V: the same with Dv in place of Dqk.
   TensorView k, v;
-  // FP8 (e4m3) K and V, a quantised KV cache (Q and O stay fp16 / bf16): the keys and values are
-  // k_scale * K and v_scale * V, each scale fp32 per tensor [1], per KV head [Hkv], or per
-  // (token, KV head) shaped like K (V) without its last dimension. Given only with e4m3 K / V.
-  // The CUDA decode kernel computes in fp16 (bf16 queries scaled by a power of two to fit):
-  // per-token V scales multiply the fp16 probabilities, so they must stay below 65504.
-  TensorView k_scale, v_scale;
+  // FP8 (e4m3) inputs with fp32 scales: the values are q_scale * Q, k_scale * K, v_scale * V.
+  //   - e4m3 K and V under fp16 / bf16 Q: a quantised KV cache (O has Q's dtype);
+  //   - e4m3 Q, K and V: FP8 attention; O is fp16 or bf16 (its dtype is the call's).
+  // Each scale is given exactly with its e4m3 tensor: per tensor [1], per head of the tensor
+  // ([Hq] for Q, [Hkv] for K / V), per (token, head) shaped like the tensor without its last
+  // dimension, or per (sequence, KV head) [B, Hkv] (FlashAttention-3's descales: query head h
+  // reads entry [b, h / (Hq / Hkv)]). A 2-D scale of a ragged tensor that is also its per-token
+  // shape is read per token.
+  // CUDA: the decode kernel reads FP8 K / V with per-tensor, per-head and per-token scales; it
+  // computes in fp16 (bf16 queries scaled by a power of two to fit), so per-token V scales must
+  // stay below 65504. FP8 Q and [B, Hkv] scales run on the CPU backend only for now.
+  TensorView q_scale, k_scale, v_scale;
   TensorView cu_seqlens_q;  // optional, int32 [B+1]
   TensorView cu_seqlens_k;  // optional, int32 [B+1]
   TensorView page_table;    // optional, int32 [B, max_pages]

@@ -24,9 +24,10 @@ struct AttnProblem {
   int64_t k_rows = 0;  // contiguous: Sk; ragged: total_k; paged: page_size
   int64_t num_pages = 0, max_pages = 0;  // paged only
   bool has_seqused_k = false;
-  // e4m3 K / V with their scales (Q, O keep `dtype`).
-  bool kv_fp8 = false;
+  // e4m3 K / V with their scales (O keeps `dtype`); e4m3 Q too with q_fp8 (FP8 attention).
+  bool kv_fp8 = false, q_fp8 = false;
   KvScaleKind k_scale = KvScaleKind::kNone, v_scale = KvScaleKind::kNone;
+  KvScaleKind q_scale = KvScaleKind::kNone;
 
   // Upper bounds when index tensors live on the device and were not read (exact otherwise).
   int max_seqlen_q = 0;

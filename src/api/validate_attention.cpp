@@ -48,18 +48,29 @@ Status validate_attention(const AttentionArgs& a, const ExecOptions& opts, AttnP
   const Device dev = a.q.device;
   p->device = dev;
 
-  ATTNKIT_RETURN_IF_ERROR(
-      require_dtype(a.q, "q", {DType::kBFloat16, DType::kFloat16, DType::kFloat32}));
-  p->dtype = a.q.dtype;
+  ATTNKIT_RETURN_IF_ERROR(require_dtype(
+      a.q, "q", {DType::kBFloat16, DType::kFloat16, DType::kFloat32, DType::kFloat8E4M3}));
+  p->q_fp8 = a.q.dtype == DType::kFloat8E4M3;
   p->kv_fp8 = a.k.dtype == DType::kFloat8E4M3;
-  if (p->kv_fp8 && a.q.dtype == DType::kFloat32)
-    return Status::Invalid("k is fp8e4m3: an FP8 KV cache needs fp16 or bf16 q, not fp32");
-  ATTNKIT_RETURN_IF_ERROR(require_dtype(a.k, "k", {a.q.dtype, DType::kFloat8E4M3}));
+  if (p->q_fp8) {  // FP8 attention: e4m3 Q, K and V; O's dtype is the compute dtype
+    ATTNKIT_RETURN_IF_ERROR(require_dtype(a.o, "o (with fp8e4m3 q)", {DType::kBFloat16, DType::kFloat16}));
+    p->dtype = a.o.dtype;
+    if (!p->kv_fp8)
+      return Status::Invalid("q is fp8e4m3: FP8 attention needs fp8e4m3 k and v too, not " +
+                             std::string(to_string(a.k.dtype)));
+  } else {
+    p->dtype = a.q.dtype;
+    if (p->kv_fp8 && a.q.dtype == DType::kFloat32)
+      return Status::Invalid("k is fp8e4m3: an FP8 KV cache needs fp16 or bf16 q, not fp32");
+    ATTNKIT_RETURN_IF_ERROR(require_dtype(a.o, "o", {a.q.dtype}));
+  }
+  ATTNKIT_RETURN_IF_ERROR(require_dtype(a.k, "k", {p->dtype, DType::kFloat8E4M3}));
   ATTNKIT_RETURN_IF_ERROR(require_dtype(a.v, "v", {a.k.dtype}));
   if (!p->kv_fp8 && (a.k_scale.defined() || a.v_scale.defined()))
     return Status::Invalid("k_scale / v_scale are for fp8e4m3 K / V; k is " +
                            std::string(to_string(a.k.dtype)));
-  ATTNKIT_RETURN_IF_ERROR(require_dtype(a.o, "o", {a.q.dtype}));
+  if (!p->q_fp8 && a.q_scale.defined())
+    return Status::Invalid("q_scale is for fp8e4m3 q; q is " + std::string(to_string(a.q.dtype)));
   for (auto [t, n] : {std::pair{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.o, "o"}})
     ATTNKIT_RETURN_IF_ERROR(check_float_tensor(*t, n, dev));
 
@@ -129,9 +140,14 @@ Status validate_attention(const AttentionArgs& a, const ExecOptions& opts, AttnP
       return Status::Invalid("v has shape " + shape_str(a.v) + ", which must match k " +
                              shape_str(a.k) + " in all but the last dimension");
   if (p->kv_fp8) {
-    ATTNKIT_RETURN_IF_ERROR(kv_scale_kind(a.k_scale, "k_scale", a.k, p->hkv, dev, &p->k_scale));
-    ATTNKIT_RETURN_IF_ERROR(kv_scale_kind(a.v_scale, "v_scale", a.v, p->hkv, dev, &p->v_scale));
+    ATTNKIT_RETURN_IF_ERROR(
+        kv_scale_kind(a.k_scale, "k_scale", a.k, p->hkv, p->batch, p->hkv, dev, &p->k_scale));
+    ATTNKIT_RETURN_IF_ERROR(
+        kv_scale_kind(a.v_scale, "v_scale", a.v, p->hkv, p->batch, p->hkv, dev, &p->v_scale));
   }
+  if (p->q_fp8)
+    ATTNKIT_RETURN_IF_ERROR(
+        kv_scale_kind(a.q_scale, "q_scale", a.q, p->hq, p->batch, p->hkv, dev, &p->q_scale));
   if (!supported_head_dim(p->dqk))
     return Status::Unsupported("head dim " + std::to_string(p->dqk) +
                                " of q/k is not supported (32, 64, 96, 128, 192, 256)");
@@ -189,7 +205,8 @@ Status validate_attention(const AttentionArgs& a, const ExecOptions& opts, AttnP
   // ---- aliasing: the outputs apart from every input and from each other (check.h)
   ATTNKIT_RETURN_IF_ERROR(require_outputs_apart(
       {{&a.o, "o"}, {&a.lse, "lse"}},
-      {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.k_scale, "k_scale"}, {&a.v_scale, "v_scale"},
+      {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.q_scale, "q_scale"}, {&a.k_scale, "k_scale"},
+       {&a.v_scale, "v_scale"},
        {&a.cu_seqlens_q, "cu_seqlens_q"}, {&a.cu_seqlens_k, "cu_seqlens_k"},
        {&a.page_table, "page_table"}, {&a.seqused_k, "seqused_k"},
        {&a.alibi_slopes, "alibi_slopes"}, {&a.sinks, "sinks"}}));

@@ -54,8 +54,8 @@ Status validate_append_kv(const AppendKvArgs& a, const ExecOptions& opts, Append
 
   p->fp8 = a.k_cache.dtype == DType::kFloat8E4M3;
   if (p->fp8) {
-    ATTNKIT_RETURN_IF_ERROR(kv_scale_kind(a.k_scale, "k_scale", a.k_cache, p->hkv, dev, &p->k_scale));
-    ATTNKIT_RETURN_IF_ERROR(kv_scale_kind(a.v_scale, "v_scale", a.v_cache, p->hkv, dev, &p->v_scale));
+    ATTNKIT_RETURN_IF_ERROR(kv_scale_kind(a.k_scale, "k_scale", a.k_cache, p->hkv, -1, 0, dev, &p->k_scale));
+    ATTNKIT_RETURN_IF_ERROR(kv_scale_kind(a.v_scale, "v_scale", a.v_cache, p->hkv, -1, 0, dev, &p->v_scale));
   } else if (a.k_scale.defined() || a.v_scale.defined()) {
     return Status::Invalid("k_scale / v_scale are for fp8e4m3 caches; k_cache is " +
                            std::string(to_string(a.k_cache.dtype)));

@@ -76,13 +76,29 @@ struct Scratch {
   }
 };
 
-// Dequantises a loaded e4m3 row of key j, KV head h: x <- scale * x.
-void scale_row(const TensorView& scale, KvScaleKind kind, const ref::SeqRows& rows, int64_t j, int h,
-               int64_t n, float* x) {
-  const float* s = static_cast<const float*>(scale.data);
-  const float f = kind == KvScaleKind::kTensor ? s[0]
-                  : kind == KvScaleKind::kHead ? s[h * scale.stride[0]]
-                                               : s[rows.kv(scale, j, h)];
+// The fp32 scale of an e4m3 row (attention.h): key j of KV head hk (K / V), or query i of head h
+// (Q; its KV head hk), of sequence b. Per-token offsets follow the tensor's own rows.
+float kv_scale_at(const TensorView& s, KvScaleKind kind, const ref::SeqRows& rows, int b, int64_t j,
+                  int hk) {
+  const float* d = static_cast<const float*>(s.data);
+  switch (kind) {
+    case KvScaleKind::kHead: return d[hk * s.stride[0]];
+    case KvScaleKind::kToken: return d[rows.kv(s, j, hk)];
+    case KvScaleKind::kBatchHead: return d[b * s.stride[0] + hk * s.stride[1]];
+    default: return d[0];
+  }
+}
+float q_scale_at(const TensorView& s, KvScaleKind kind, const ref::SeqRows& rows, int b, int64_t i,
+                 int h, int hk) {
+  const float* d = static_cast<const float*>(s.data);
+  switch (kind) {
+    case KvScaleKind::kHead: return d[h * s.stride[0]];
+    case KvScaleKind::kToken: return d[rows.q(s, i, h)];
+    case KvScaleKind::kBatchHead: return d[b * s.stride[0] + hk * s.stride[1]];
+    default: return d[0];
+  }
+}
+void scale_row(float f, int64_t n, float* x) {
   for (int64_t i = 0; i < n; ++i) x[i] *= f;
 }
 
@@ -106,6 +122,9 @@ class CpuAttention {
       info[r].keys = visible_keys(p_.mask, info[r].pos, sk);
       if (p_.has_alibi) info[r].slope = head_vector(a_.alibi_slopes, head_of(r));
       ref::load_row(a_.q, rows.q(a_.q, query_of(r), head_of(r)), dqk, &sc.q[r * dqk]);
+      if (p_.q_fp8)
+        scale_row(q_scale_at(a_.q_scale, p_.q_scale, rows, it.b, query_of(r), head_of(r), hk), dqk,
+                  &sc.q[r * dqk]);
       if (info[r].keys.empty()) continue;
       block_lo = std::min(block_lo, info[r].keys.lo);
       block_hi = std::max(block_hi, info[r].keys.hi);
@@ -122,11 +141,11 @@ class CpuAttention {
       if (!used) continue;
       for (int64_t j = t0; j < t1; ++j) {
         ref::load_row(a_.k, rows.kv(a_.k, j, hk), dqk, sc.row.data());
-        if (p_.kv_fp8) scale_row(a_.k_scale, p_.k_scale, rows, j, hk, dqk, sc.row.data());
+        if (p_.kv_fp8) scale_row(kv_scale_at(a_.k_scale, p_.k_scale, rows, it.b, j, hk), dqk, sc.row.data());
         for (int64_t d = 0; d < dqk; ++d) sc.kt[d * kKeyTile + (j - t0)] = sc.row[d];
         float* v = &sc.v[(j - t0) * dv];
         ref::load_row(a_.v, rows.kv(a_.v, j, hk), dv, v);
-        if (p_.kv_fp8) scale_row(a_.v_scale, p_.v_scale, rows, j, hk, dv, v);
+        if (p_.kv_fp8) scale_row(kv_scale_at(a_.v_scale, p_.v_scale, rows, it.b, j, hk), dv, v);
       }
       for (int64_t g = 0; g < nr; g += kGroupRows)
         update_group(sc, g, std::min(kGroupRows, nr - g), info, t0, t1);

@@ -165,7 +165,7 @@ inline std::vector<float> read_back(const ViewedBuffer& vb) {
 struct AttnData {
   AttnCase c;
   ViewedBuffer q, k, v, cu_q, cu_k, page_table, seqused_k, alibi, sinks, o, lse;
-  ViewedBuffer k_scale, v_scale;  // FP8 K / V only (fp8_kv.h)
+  ViewedBuffer q_scale, k_scale, v_scale;  // FP8 Q / K / V only (fp8_kv.h)
 
   AttentionArgs args() const {
     AttentionArgs a;
@@ -178,6 +178,7 @@ struct AttnData {
     a.seqused_k = seqused_k.view;
     a.alibi_slopes = alibi.view;
     a.sinks = sinks.view;
+    a.q_scale = q_scale.view;
     a.k_scale = k_scale.view;
     a.v_scale = v_scale.view;
     a.o = o.view;
@@ -196,7 +197,7 @@ struct AttnData {
     r.cu_q = cu_q.to(dev); r.cu_k = cu_k.to(dev);
     r.page_table = page_table.to(dev); r.seqused_k = seqused_k.to(dev);
     r.alibi = alibi.to(dev); r.sinks = sinks.to(dev);
-    r.k_scale = k_scale.to(dev); r.v_scale = v_scale.to(dev);
+    r.q_scale = q_scale.to(dev); r.k_scale = k_scale.to(dev); r.v_scale = v_scale.to(dev);
     r.o = o.to(dev); r.lse = lse.to(dev);
     return r;
   }

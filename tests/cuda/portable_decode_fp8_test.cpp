@@ -154,5 +154,23 @@ TEST(PortableDecodeFp8, ShapesTheDecodeKernelDoesNotHoldAreRefused) {
   }
 }
 
+// FP8 queries and [B, Hkv] scales have no CUDA kernel yet: refused, saying which.
+TEST(PortableDecodeFp8, Fp8QueriesAndBatchHeadScalesAreRefused) {
+  for (int variant = 0; variant < 2; ++variant) {
+    AttnCase c = gqa_decode_case(2, 1, 300, 4600 + variant);
+    AttnData h = make_attn_data(c);
+    std::mt19937_64 rng(7);
+    if (variant == 0) quantise_fp8(h.q, h.q_scale, Fp8Scale::kHead, c.hq, rng);
+    quantise_fp8(h.k, h.k_scale, variant == 0 ? Fp8Scale::kHead : Fp8Scale::kBatchHead, c.hkv, rng);
+    quantise_fp8(h.v, h.v_scale, Fp8Scale::kHead, c.hkv, rng);
+    AttnData d = h.to(cuda());
+    AttentionPlan plan;
+    const Status s = plan_attention(d.args(), ExecOptions{}, &plan);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+    EXPECT_NE(s.message().find(variant == 0 ? "FP8 queries" : "[B, Hkv]"), std::string::npos)
+        << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace attnkit::test

@@ -314,6 +314,12 @@ Status portable_attention_supports(const AttentionArgs& args, const AttnProblem&
   if (prob.dtype != DType::kBFloat16 && prob.dtype != DType::kFloat16)
     return Status::Unsupported(std::string("portable CUDA attention supports bf16 and fp16, not ") +
                                to_string(prob.dtype));
+  if (prob.q_fp8)
+    return Status::Unsupported("FP8 queries (fp8e4m3 q) run on the CPU backend only: the CUDA FP8 "
+                               "attention kernel is not built yet");
+  if (prob.k_scale == KvScaleKind::kBatchHead || prob.v_scale == KvScaleKind::kBatchHead)
+    return Status::Unsupported("k_scale / v_scale per (sequence, KV head) [B, Hkv] are read by the "
+                               "CPU backend only; CUDA takes [1], [Hkv] or per-token scales");
   if (prob.kv_fp8 && find_variant(prob) == nullptr)
     return Status::Unsupported(
         "portable CUDA attention reads an FP8 KV cache in its decode kernel only: head dims " +
