@@ -5,6 +5,7 @@
 #include "attnkit/gdn.h"
 #include "attnkit/kv_cache.h"
 #include "attnkit/options.h"
+#include "attnkit/quantize.h"
 #include "attnkit/status.h"
 #include "attnkit/tensor.h"
 #include "attnkit/version.h"

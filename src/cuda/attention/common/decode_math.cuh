@@ -42,7 +42,8 @@ __device__ __forceinline__ void decode_qk(KAddr k_addr, QFrag q_frag, float (&s)
 // Online softmax over the masked, scaled scores s: the running max and sum of each row slot, O
 // rescaled where the max grew; s becomes P = exp2(s - max).
 template <int kMT, int kNO>
-__device__ __forceinline__ void decode_online_softmax(float (&s)[kMT][2][4], float (&m_run)[2 * kMT],
+__device__ __forceinline__ void decode_online_softmax(float (&s)[kMT][2][4],
+                                                      float (&m_run)[2 * kMT],
                                                       float (&l_run)[2 * kMT],
                                                       float (&acc)[kMT][kNO][4]) {
 #pragma unroll

@@ -57,8 +57,8 @@ inline Status encode_kv_map(CUtensorMap* map, const void* base, bool bf16, int d
   const cuuint32_t box[4] = {static_cast<cuuint32_t>(kSwizzleCols),
                              static_cast<cuuint32_t>(box_rows), 1, 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  const CUresult r = encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                            4, const_cast<void*>(base), dims, strides, box, elem_strides,
+  const auto dtype = bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUresult r = encode(map, dtype, 4, const_cast<void*>(base), dims, strides, box, elem_strides,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
@@ -78,7 +78,8 @@ Status launch_sm90_decode(const FwdParams& p, bool l2_evict_first, void* stream)
   if (p.batch > kMaxDecodeBatch || p.num_splits < 1 || p.num_splits > kMaxDecodeSplits)
     return Status::Invalid("sm90 decode kernel: batch must be <= 65535 and num_splits in [1, " +
                            std::to_string(kMaxDecodeSplits) + "]");
-  if (p.num_splits > 1 && (p.part_o == nullptr || p.part_lse == nullptr || p.split_counters == nullptr))
+  if (p.num_splits > 1 &&
+      (p.part_o == nullptr || p.part_lse == nullptr || p.split_counters == nullptr))
     return Status::Invalid("sm90 decode kernel: num_splits > 1 needs the partial buffers and the "
                            "split counters");
   const KvOperand& kv = p.kv;
