@@ -99,7 +99,8 @@ Status naive_append_kv(const AppendKvArgs& a) {
 
 Status naive_attention(const AttentionArgs& a, std::vector<double>* o, std::vector<double>* lse) {
   for (const TensorView* t : {&a.q, &a.k, &a.v, &a.cu_seqlens_q, &a.cu_seqlens_k, &a.page_table,
-                              &a.seqused_k, &a.alibi_slopes, &a.sinks, &a.k_scale, &a.v_scale})
+                              &a.seqused_k, &a.alibi_slopes, &a.sinks, &a.q_scale, &a.k_scale,
+                              &a.v_scale})
     if (!on_host(*t)) return Status::Invalid("naive_attention reads host tensors only");
   if (!a.q.defined() || !a.k.defined() || !a.v.defined())
     return Status::Invalid("naive_attention needs q, k and v");
@@ -131,12 +132,26 @@ Status naive_attention(const AttentionArgs& a, std::vector<double>* o, std::vect
     if (ragged_k) return off(t, {cu_k[b] + j, hk});
     return off(t, {b, j, hk});
   };
-  // FP8 K / V: the scale of key j (per tensor [1], per KV head [Hkv], or per token: the cache's
-  // leading dims), else 1.
+  // FP8 scales (attention.h): per tensor [1], per head [H] of their tensor, per token (the
+  // tensor's leading dims), or per (sequence, KV head) [B, Hkv]; 1 without a scale.
+  auto per_token = [](const TensorView& sc, const TensorView& t) {
+    if (sc.ndim != t.ndim - 1) return false;
+    for (int d = 0; d < sc.ndim; ++d)
+      if (sc.shape[d] != t.shape[d]) return false;
+    return true;
+  };
   auto kv_scale = [&](const TensorView& sc, int64_t b, int64_t j, int64_t hk) -> double {
     if (!sc.defined()) return 1.0;
     if (sc.ndim == 1) return ref::load_float(sc, sc.shape[0] == 1 ? 0 : hk * sc.stride[0]);
+    if (!per_token(sc, a.k)) return ref::load_float(sc, off(sc, {b, hk}));
     return ref::load_float(sc, key_off(sc, b, j, hk));
+  };
+  auto q_scale = [&](int64_t b, int64_t row, int64_t i, int64_t h) -> double {
+    const TensorView& sc = a.q_scale;
+    if (!sc.defined()) return 1.0;
+    if (sc.ndim == 1) return ref::load_float(sc, sc.shape[0] == 1 ? 0 : h * sc.stride[0]);
+    if (!per_token(sc, a.q)) return ref::load_float(sc, off(sc, {b, h / group}));
+    return ref::load_float(sc, ragged_q ? off(sc, {row, h}) : off(sc, {b, i, h}));
   };
 
   std::vector<double> qv(dqk), s, acc(dv);
@@ -156,7 +171,9 @@ Status naive_attention(const AttentionArgs& a, std::vector<double>* o, std::vect
       for (int64_t h = 0; h < hq; ++h) {
         const int64_t hk = h / group;
         const int64_t q_off = ragged_q ? off(a.q, {row, h}) : off(a.q, {b, i, h});
-        for (int64_t d = 0; d < dqk; ++d) qv[d] = ref::load_float(a.q, q_off + d * a.q.stride_of(-1));
+        const double qs = q_scale(b, row, i, h);
+        for (int64_t d = 0; d < dqk; ++d)
+          qv[d] = qs * ref::load_float(a.q, q_off + d * a.q.stride_of(-1));
 
         s.assign(static_cast<size_t>(sk), kNegInf);
         double m = kNegInf;

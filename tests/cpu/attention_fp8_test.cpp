@@ -1,8 +1,9 @@
 // FP8 attention (e4m3 Q, K and V; O bf16 / fp16) on the CPU reference: for each scale kind and
 // layout, O and LSE are exactly what the same backend gives on fp32 Q / K / V holding the
-// dequantised values (scale * e4m3), with O rounded once to its dtype. FlashAttention-3's
-// per-(sequence, KV head) descales [B, Hkv] are read the same way for Q, K and V (query head h
-// takes KV head h / group's entry). Bad arguments are refused, naming them.
+// dequantised values (scale * e4m3), with O rounded once to its dtype, and the naive fp64
+// reference agrees. FlashAttention-3's per-(sequence, KV head) descales [B, Hkv] are read the
+// same way for Q, K and V (query head h takes KV head h / group's entry). Bad arguments are
+// refused, naming them.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "common/attention_case.h"
+#include "common/attention_check.h"
 #include "common/fp8_kv.h"
 #include "cpu/half.h"
 
@@ -71,6 +73,10 @@ void expect_matches_dequantised(const AttnCase& c, Fp8Scale q_kind, Fp8Scale kv_
   for (size_t i = 0; i < o.size(); ++i)
     ASSERT_EQ(o[i], ref::round_to(c.dtype, want[i])) << "o element " << i;
   EXPECT_EQ(read_view(a.lse), read_view(r.lse));
+  // And the naive fp64 reference, written from the definition, agrees.
+  const Reference naive = naive_reference(d);
+  expect_matches(d, naive, c.dtype == DType::kFloat16 ? testkit::kAttnFp16 : testkit::kAttnBf16,
+                 testkit::kLse);
 }
 
 TEST(AttentionFp8, MatchesDequantisedInputsForEachScaleKind) {
