@@ -44,7 +44,10 @@ struct AttentionArgs {
   TensorView q;
   // K: [B, Sk, Hkv, Dqk] contiguous, ragged [total_k, Hkv, Dqk] with cu_seqlens_k [B+1], or a paged
   // cache [num_pages, page_size, Hkv, Dqk] with page_table [B, max_pages] and seqused_k [B].
-  // V: the same with Dv in place of Dqk.
+  // V: the same with Dv in place of Dqk. Head dims 32, 64, 96, 128, 192, 256 each, or Dqk 576
+  // with Dv 512: multi-head latent attention (DeepSeek-V3, Kimi-K2), K the latent cache
+  // [.., 1, 576] (512 latent values, then 64 rope values) and V its first 512 values, passed as a
+  // view of the same cache (CPU backend only for now).
   TensorView k, v;
   // FP8 (e4m3) inputs with fp32 scales: the values are q_scale * Q, k_scale * K, v_scale * V.
   //   - e4m3 K and V under fp16 / bf16 Q: a quantised KV cache (O has Q's dtype);

@@ -56,6 +56,36 @@ def test_attention_batched(opts, dtype):
         np.testing.assert_allclose(lse[i][finite], ref_lse[finite], atol=1e-3)
 
 
+def test_mla_latent_cache_read_as_k_and_v():
+    """Multi-head latent attention: a paged latent cache [pages, 64, 1, 576] is K, its first 512
+    values (a view of the same array) are V; out [B, Sq, Hq, 512]."""
+    rng = np.random.default_rng(7)
+    b, sq, hq, page, seqlens = 2, 2, 16, 64, [70, 129]
+    n_pages = [(s + page - 1) // page for s in seqlens]
+    cache = nan((sum(n_pages) + 1, page, 1, 576))
+    table = np.zeros((b, max(n_pages)), np.int32)
+    dense = []
+    first = 1  # page 0 stays unused (NaN)
+    for i, s in enumerate(seqlens):
+        kv = randn(rng, s, 1, 576)
+        dense.append(kv)
+        for p in range(n_pages[i]):
+            table[i, p] = first + p
+            rows = kv[p * page:(p + 1) * page]
+            cache[first + p, :len(rows)] = rows
+        first += n_pages[i]
+    q = randn(rng, b, sq, hq, 576)
+    scale = 192 ** -0.5
+    out, lse = attnkit.attention(q, cache, cache[..., :512], page_table=table,
+                                 seqused_k=np.array(seqlens, np.int32), causal=True, scale=scale,
+                                 return_lse=True)
+    assert out.shape == (b, sq, hq, 512)
+    for i in range(b):
+        ref_o, ref_lse = attention_seq(q[i], dense[i], dense[i][..., :512], scale, True)
+        assert rel_l2(out[i], ref_o) < TOL
+        np.testing.assert_allclose(lse[i], ref_lse, atol=1e-3)
+
+
 def test_attention_allocates_like_the_input():
     rng = np.random.default_rng(2)
     q, k, v = randn(rng, 1, 3, 2, 64), randn(rng, 1, 5, 2, 64), randn(rng, 1, 5, 2, 128)

@@ -9,6 +9,8 @@
 namespace attnkit::detail {
 namespace {
 
+constexpr int64_t kMlaDqk = 576, kMlaDv = 512;  // MLA's latent + rope width, latent width
+
 bool supported_head_dim(int64_t d) {
   return d == 32 || d == 64 || d == 96 || d == 128 || d == 192 || d == 256;
 }
@@ -148,12 +150,17 @@ Status validate_attention(const AttentionArgs& a, const ExecOptions& opts, AttnP
   if (p->q_fp8)
     ATTNKIT_RETURN_IF_ERROR(
         kv_scale_kind(a.q_scale, "q_scale", a.q, p->hq, p->batch, p->hkv, dev, &p->q_scale));
-  if (!supported_head_dim(p->dqk))
+  // Multi-head latent attention (DeepSeek-V3 / Kimi-K2): K the latent cache with its rope part,
+  // V its first 512 values, usually a view of the same cache.
+  const bool mla = p->dqk == kMlaDqk && p->dv == kMlaDv;
+  if (!mla && !supported_head_dim(p->dqk))
     return Status::Unsupported("head dim " + std::to_string(p->dqk) +
-                               " of q/k is not supported (32, 64, 96, 128, 192, 256)");
-  if (!supported_head_dim(p->dv))
+                               " of q/k is not supported (32, 64, 96, 128, 192, 256; 576 with "
+                               "v 512 for MLA)");
+  if (!mla && !supported_head_dim(p->dv))
     return Status::Unsupported("head dim " + std::to_string(p->dv) +
-                               " of v is not supported (32, 64, 96, 128, 192, 256)");
+                               " of v is not supported (32, 64, 96, 128, 192, 256; 512 with "
+                               "q/k 576 for MLA)");
 
   // ---- outputs
   if (p->q_ragged)
