@@ -159,6 +159,7 @@ std::string AttnCase::describe() const {
   if (q_std != 1.f) os << " qstd" << fmt_float(q_std);
   if (num_splits != 0) os << " splits" << num_splits;
   if (!kv_fp8.empty()) os << " kv-e4m3/" << kv_fp8;
+  if (!q_fp8.empty()) os << " q-e4m3/" << q_fp8;
   if (lse) os << " lse";
   os << " " << to_string(dtype);
   return os.str();
@@ -215,8 +216,13 @@ Status AttnCase::check() const {
   if (paged && page_size < 1) return Status::Invalid("--page-size must be >= 1");
   if (heads_q < 1 || heads_kv < 1 || dim_qk < 1 || dim_v < 1)
     return Status::Invalid("head counts and head dims must be >= 1");
-  if (!kv_fp8.empty() && kv_fp8 != "tensor" && kv_fp8 != "head" && kv_fp8 != "token")
-    return Status::Invalid("--kv-fp8 must be tensor, head or token, not '" + kv_fp8 + "'");
+  for (auto [kind, flag] : {std::pair{&kv_fp8, "--kv-fp8"}, {&q_fp8, "--q-fp8"}})
+    if (!kind->empty() && *kind != "tensor" && *kind != "head" && *kind != "token" &&
+        *kind != "batch-head")
+      return Status::Invalid(std::string(flag) + " must be tensor, head, token or batch-head, not '" +
+                             *kind + "'");
+  if (!q_fp8.empty() && kv_fp8.empty())
+    return Status::Invalid("--q-fp8 (FP8 attention) needs --kv-fp8 too");
   return Status::Ok();
 }
 
@@ -231,6 +237,7 @@ AttentionArgs AttnTensors::args(const AttnCase& c) const {
   a.seqused_k = view_or_none(seqused_k);
   a.alibi_slopes = view_or_none(alibi);
   a.sinks = view_or_none(sinks);
+  a.q_scale = view_or_none(q_scale);
   a.k_scale = view_or_none(k_scale);
   a.v_scale = view_or_none(v_scale);
   a.o = o.view();
@@ -256,7 +263,7 @@ void AttnTensors::poison_outputs() {
 }
 
 size_t AttnTensors::input_bytes() const {
-  return q.bytes() + k.bytes() + v.bytes() + k_scale.bytes() + v_scale.bytes();
+  return q.bytes() + k.bytes() + v.bytes() + q_scale.bytes() + k_scale.bytes() + v_scale.bytes();
 }
 
 Status make_attention(const AttnCase& c, Device dev, Fill fill, std::mt19937_64& rng,
@@ -266,14 +273,15 @@ Status make_attention(const AttnCase& c, Device dev, Fill fill, std::mt19937_64&
   const int B = c.num_seqs();
   const int64_t hq = c.heads_q, hkv = c.heads_kv;
   const DType dt = c.dtype, kvt = c.kv_dtype();
+  const DType qt = c.q_fp8.empty() ? dt : DType::kFloat8E4M3;
 
   if (c.varlen_q.empty()) {
-    t->q = Buffer(dt, {B, c.seqlen_q, hq, c.dim_qk}, dev);
+    t->q = Buffer(qt, {B, c.seqlen_q, hq, c.dim_qk}, dev);
     t->o = Buffer(dt, {B, c.seqlen_q, hq, c.dim_v}, dev);
     if (c.lse) t->lse = Buffer(DType::kFloat32, {B, c.seqlen_q, hq}, dev);
   } else {
     const int64_t tq = c.total_q();
-    t->q = Buffer(dt, {tq, hq, c.dim_qk}, dev);
+    t->q = Buffer(qt, {tq, hq, c.dim_qk}, dev);
     t->o = Buffer(dt, {tq, hq, c.dim_v}, dev);
     if (c.lse) t->lse = Buffer(DType::kFloat32, {tq, hq}, dev);
     t->cu_q = Buffer(DType::kInt32, {B + 1}, dev);
@@ -326,15 +334,25 @@ Status make_attention(const AttnCase& c, Device dev, Fill fill, std::mt19937_64&
   ATTNKIT_RETURN_IF_ERROR(fill_random(t->q, rng, fill, c.q_std));
   ATTNKIT_RETURN_IF_ERROR(fill_random(t->k, rng, fill, 1.f));
   ATTNKIT_RETURN_IF_ERROR(fill_random(t->v, rng, fill, 1.f));
-  if (!c.kv_fp8.empty()) {  // e4m3 codes of N(0, 1) values, and scales around 1 / 64
-    std::vector<int64_t> shape = t->k.shape();
+  // FP8: e4m3 codes of N(0, 1) values, and scales around 1 / 64, shaped by their kind.
+  auto scale_shape = [&](const std::string& kind, const Buffer& x, int64_t heads) {
+    std::vector<int64_t> shape = x.shape();
     shape.pop_back();
-    if (c.kv_fp8 == "tensor") shape = {1};
-    if (c.kv_fp8 == "head") shape = {hkv};
+    if (kind == "tensor") shape = {1};
+    if (kind == "head") shape = {heads};
+    if (kind == "batch-head") shape = {B, hkv};
+    return shape;
+  };
+  if (!c.kv_fp8.empty()) {
+    const std::vector<int64_t> shape = scale_shape(c.kv_fp8, t->k, hkv);
     t->k_scale = Buffer(DType::kFloat32, shape, dev);
     t->v_scale = Buffer(DType::kFloat32, shape, dev);
     ATTNKIT_RETURN_IF_ERROR(fill_uniform_scales(t->k_scale, rng, fill));
     ATTNKIT_RETURN_IF_ERROR(fill_uniform_scales(t->v_scale, rng, fill));
+  }
+  if (!c.q_fp8.empty()) {
+    t->q_scale = Buffer(DType::kFloat32, scale_shape(c.q_fp8, t->q, hq), dev);
+    ATTNKIT_RETURN_IF_ERROR(fill_uniform_scales(t->q_scale, rng, fill));
   }
   if (c.alibi) {
     // The usual geometric slopes 2^(-8(h+1)/H).
@@ -361,6 +379,7 @@ AttnTensors copy_attention(const AttnTensors& s, Device dev) {
   t.seqused_k = clone(s.seqused_k, dev);
   t.alibi = clone(s.alibi, dev);
   t.sinks = clone(s.sinks, dev);
+  t.q_scale = clone(s.q_scale, dev);
   t.k_scale = clone(s.k_scale, dev);
   t.v_scale = clone(s.v_scale, dev);
   t.o = alloc_like(s.o, dev);

@@ -32,9 +32,12 @@ struct AttnCase {
   bool alibi = false, sinks = false, paged = false, lse = false;
   int page_size = 16;
   int num_splits = 0;
-  // Non-empty: an FP8 (e4m3) KV cache with scales "tensor" ([1]), "head" ([Hkv]) or "token" (K's
-  // shape without its last dim).
+  // Non-empty: an FP8 (e4m3) KV cache with scales "tensor" ([1]), "head" ([Hkv]), "token" (K's
+  // shape without its last dim) or "batch-head" ([B, Hkv]).
   std::string kv_fp8;
+  // Non-empty: FP8 attention, e4m3 Q with q_scale of that kind ([Hq] per head), O in `dtype`;
+  // needs kv_fp8.
+  std::string q_fp8;
   float q_std = 1.f;  // > 1 gives large logits
   uint64_t seed = 1;
 
@@ -56,7 +59,7 @@ struct AttnCase {
 };
 
 struct AttnTensors {
-  testkit::Buffer q, k, v, cu_q, cu_k, page_table, seqused_k, alibi, sinks, k_scale, v_scale;
+  testkit::Buffer q, k, v, cu_q, cu_k, page_table, seqused_k, alibi, sinks, q_scale, k_scale, v_scale;
   testkit::Buffer o, lse;
   AttentionArgs args(const AttnCase& c) const;
   void poison_outputs();

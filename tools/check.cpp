@@ -467,7 +467,10 @@ Flags make_flags() {
       .add("paged", FlagType::kBool, "", "paged KV cache (pages handed out shuffled)")
       .add("page-size", FlagType::kInt, "16", "tokens per page")
       .add("kv-fp8", FlagType::kString, "",
-           "an FP8 (e4m3) KV cache with scales per tensor | head | token")
+           "an FP8 (e4m3) KV cache with scales per tensor | head | token | batch-head ([B, Hkv])")
+      .add("q-fp8", FlagType::kString, "",
+           "FP8 attention: e4m3 q too, scales per tensor | head | token | batch-head (needs "
+           "--kv-fp8; O in --dtype)")
       .add("splits", FlagType::kInt, "0",
            "split-KV count (0 = library decides); merge: number of partial states [3]")
       .add("scale", FlagType::kFloat, "0", "softmax scale (0 = 1/sqrt(dim-qk); gdn: dim-k^-1/2)")
@@ -563,6 +566,7 @@ Status build_attention_case(const Flags& f, AttnCase* c) {
   c->paged = f.boolean("paged");
   c->page_size = static_cast<int>(f.integer("page-size"));
   c->kv_fp8 = f.str("kv-fp8");
+  c->q_fp8 = f.str("q-fp8");
   c->num_splits = static_cast<int>(f.integer("splits"));
   c->scale = static_cast<float>(f.number("scale"));
   c->lse = f.boolean("lse");
