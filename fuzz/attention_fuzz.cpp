@@ -1,5 +1,6 @@
 // libFuzzer target over attention_forward on the CPU backend: the input bytes choose shapes,
-// layouts (contiguous, seqused, ragged, paged), dtypes (FP8 caches and their scale kinds too),
+// layouts (contiguous, seqused, ragged, paged), dtypes (FP8 caches, FP8 attention with e4m3 Q, and
+// every scale kind), head dims (MLA's 576 / 512 too),
 // padded strides, masks, options, and the raw contents of every index tensor (cu_seqlens, page
 // tables, seqused_k, unvalidated). Every tensor is its own heap allocation of exactly the span
 // its view claims, so AddressSanitizer reports any read or write outside it. The op must return
@@ -22,17 +23,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int layout = in.pick(3);  // contiguous, seqused, ragged, paged
   const int batch = 1 + in.pick(2), sq = in.pick(5), sk = in.pick(40);
   const int hkv = 1 + in.pick(2), hq = hkv * (1 + in.pick(2));
-  const int d = in.pick(1) ? 64 : 32;
+  const int dims = in.pick(3);  // 32, 64, or MLA's 576 / 512
+  const int d = dims == 3 ? 576 : dims == 2 ? 64 : 32, dv = dims == 3 ? 512 : d;
   const DType dt = in.pick(2) == 0 ? DType::kFloat32 : in.pick(1) ? DType::kBFloat16 : DType::kFloat16;
   const bool fp8 = dt != DType::kFloat32 && in.pick(3) == 0;
-  const DType kvt = fp8 ? DType::kFloat8E4M3 : dt;
+  const bool q8 = fp8 && in.pick(1);  // FP8 attention: e4m3 Q as well
+  const DType kvt = fp8 ? DType::kFloat8E4M3 : dt, qt = q8 ? DType::kFloat8E4M3 : dt;
   const int64_t pad = in.pick(1) ? 8 : 0;
   const bool ragged_q = layout == 2 && in.pick(1);
 
-  Owned q, k, v, o, lse, cu_q, cu_k, table, used, ks, vs, sinks, alibi;
+  Owned q, k, v, o, lse, cu_q, cu_k, table, used, qs, ks, vs, sinks, alibi;
   const int total_q = ragged_q ? in.pick(12) : 0;
-  q = ragged_q ? make(dt, {total_q, hq, d}, pad, in) : make(dt, {batch, sq, hq, d}, pad, in);
-  o = ragged_q ? make(dt, {total_q, hq, d}, pad, in) : make(dt, {batch, sq, hq, d}, pad, in);
+  q = ragged_q ? make(qt, {total_q, hq, d}, pad, in) : make(qt, {batch, sq, hq, d}, pad, in);
+  o = ragged_q ? make(dt, {total_q, hq, dv}, pad, in) : make(dt, {batch, sq, hq, dv}, pad, in);
   if (in.pick(1))
     lse = ragged_q ? make(DType::kFloat32, {total_q, hq}, 0, in)
                    : make(DType::kFloat32, {batch, sq, hq}, 0, in);
@@ -51,14 +54,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     used = ints({batch}, in);
   }
   k = make(kvt, kv_shape, pad, in);
-  v = make(kvt, kv_shape, 0, in);
+  std::vector<int64_t> v_shape = kv_shape;
+  v_shape.back() = dv;
+  v = make(kvt, v_shape, 0, in);
+  // A scale of each kind (attention.h) for a tensor of `shape` with `heads` heads.
+  auto scale_shape = [&](const std::vector<int64_t>& shape, int64_t heads) {
+    const int kind = in.pick(3);
+    return kind == 0   ? std::vector<int64_t>{1}
+           : kind == 1 ? std::vector<int64_t>{heads}
+           : kind == 2 ? std::vector<int64_t>(shape.begin(), shape.end() - 1)
+                       : std::vector<int64_t>{batch, hkv};
+  };
   if (fp8) {
-    const int kind = in.pick(2);
-    std::vector<int64_t> sshape = kind == 0 ? std::vector<int64_t>{1}
-                                  : kind == 1 ? std::vector<int64_t>{hkv}
-                                              : std::vector<int64_t>(kv_shape.begin(), kv_shape.end() - 1);
+    const std::vector<int64_t> sshape = scale_shape(kv_shape, hkv);
     ks = make(DType::kFloat32, sshape, 0, in);
     vs = make(DType::kFloat32, sshape, 0, in);
+  }
+  if (q8) {
+    const std::vector<int64_t> q_shape = ragged_q ? std::vector<int64_t>{total_q, hq, d}
+                                                  : std::vector<int64_t>{batch, sq, hq, d};
+    qs = make(DType::kFloat32, scale_shape(q_shape, hq), 0, in);
   }
   if (in.pick(3) == 0) sinks = make(DType::kFloat32, {hq}, 0, in);
   if (in.pick(3) == 0) alibi = make(DType::kFloat32, {hq}, 0, in);
@@ -73,6 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   a.cu_seqlens_k = cu_k.view;
   a.page_table = table.view;
   a.seqused_k = used.view;
+  a.q_scale = qs.view;
   a.k_scale = ks.view;
   a.v_scale = vs.view;
   a.sinks = sinks.view;
