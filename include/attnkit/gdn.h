@@ -88,7 +88,10 @@ struct GdnDecodeArgs {
   TensorView v;              // [N, HV, V]
   TensorView g, beta;        // [N, HV]; g fp32, beta fp32 or q's dtype
   TensorView state_pool;     // fp32 [P, HV, K, V], read and written in place; apart from the rest
-  TensorView state_indices;  // int32 [N]: which pool slot sequence n uses (distinct slots)
+  // int32 [N]: which pool slot sequence n uses (distinct slots), or -1: a padding row (CUDA graphs
+  // pad batches), skipped: no state read or written, its o row set to 0. On a CUDA device without
+  // ExecOptions::validate_device_indices any slot outside [0, P) is skipped the same way.
+  TensorView state_indices;
   TensorView o;              // [N, HV, V], q's dtype
   float scale = 0.f;
   bool use_qk_l2norm = false;

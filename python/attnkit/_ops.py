@@ -182,8 +182,9 @@ def gdn_decode_step(q, k, v, g, beta, state_pool, state_indices, *, scale=None,
 
     q, k [N, H, K]; v [N, HV, V]; g fp32 and beta [N, HV]; state_pool fp32 [P, HV, K, V] (or the
     key-last pool [P, HV, V, K] passed transposed, pool.transpose(-1, -2)); state_indices int32 [N],
-    distinct slots (on a CUDA device a slot outside [0, P), e.g. -1 for padding, is skipped and its
-    output row is zero). Returns o [N, HV, V] in q's dtype."""
+    distinct slots, or -1 for a padding row, skipped with its output row zero (on a CUDA device
+    without validate_indices any slot outside [0, P) is skipped so). Returns o [N, HV, V] in q's
+    dtype."""
     _arrays(q=q, v=v)
     if out is None:
         out = empty(q, tuple(v.shape))

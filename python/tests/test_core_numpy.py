@@ -213,7 +213,7 @@ def test_gdn_decode_step_updates_its_slots(key_last):
     q, k, v, g, beta = (x[:, 0] for x in gdn_inputs(rng, n, 1, h, hv, kd, vd))
     pool = randn(rng, p, hv, kd, vd, scale=0.3)
     before = pool.copy()
-    slots = np.array([4, 0, 2], np.int32)
+    slots = np.array([4, -1, 2], np.int32)  # row 1 is padding: skipped, output 0
     if key_last:
         store = np.ascontiguousarray(pool.transpose(0, 1, 3, 2))
         view = store.transpose(0, 1, 3, 2)
@@ -221,6 +221,9 @@ def test_gdn_decode_step_updates_its_slots(key_last):
         view = pool
     o = attnkit.gdn_decode_step(q, k, v, g, beta, view, slots, out=nan((n, hv, vd)))
     for i, s in enumerate(slots):
+        if s < 0:
+            np.testing.assert_array_equal(o[i], 0)
+            continue
         ref_o, ref_s = gdn_recurrent(q[i][None], k[i][None], v[i][None], g[i][None], beta[i][None],
                                      kd ** -0.5, before[s])
         assert rel_l2(o[i], ref_o[0]) < TOL

@@ -387,13 +387,16 @@ Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnD
   ATTNKIT_RETURN_IF_ERROR(read_int32(a.state_indices, "state_indices", opts.stream, &p->slots));
   // Two sequences sharing a slot would race on it (and the result would depend on the order).
   // Sorted (slot, sequence) pairs find a repeat in O(N log N), whatever the pool's size.
-  std::vector<std::pair<int32_t, int64_t>> by_slot(static_cast<size_t>(p->N));
+  // -1 marks a padding row (skipped), which any number of rows may share.
+  std::vector<std::pair<int32_t, int64_t>> by_slot;
+  by_slot.reserve(static_cast<size_t>(p->N));
   for (int64_t n = 0; n < p->N; ++n) {
     const int32_t s = p->slots[n];
+    if (s == -1) continue;
     if (s < 0 || s >= p->P)
       return Status::Invalid("state_indices[" + num(n) + "] = " + num(s) + " is outside [0, " +
-                             num(p->P) + ") (state_pool slots)");
-    by_slot[n] = {s, n};
+                             num(p->P) + ") (state_pool slots) and is not -1 (padding)");
+    by_slot.emplace_back(s, n);
   }
   std::sort(by_slot.begin(), by_slot.end());
   for (size_t i = 1; i < by_slot.size(); ++i)

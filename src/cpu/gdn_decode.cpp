@@ -1,6 +1,6 @@
 // The Gated DeltaNet decode step on the CPU: one token per sequence against its slot of the state
 // pool, updated in place. Slots are distinct (validated), so the (sequence, value head) tasks never
-// touch the same memory.
+// touch the same memory; a slot of -1 is a padding row (output 0).
 #include <vector>
 
 #include "api/gdn_backends.h"
@@ -23,6 +23,10 @@ Status cpu_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p,
   ref::parallel_for(p.N * p.HV, opts.cpu_threads, [&](int64_t task) {
     const int64_t n = task / p.HV, hv = task % p.HV, h = hv / p.group(), slot = p.slots[n];
     std::vector<float> S(p.K * p.V), q(p.K), k(p.K), v(p.V), o(p.V), scratch(p.V);
+    if (slot == -1) {  // a padding row: no state, output 0
+      ref::gdn::store_span(a.o, n * a.o.stride[0] + hv * a.o.stride[1], p.V, o.data());
+      return;
+    }
     load_head(a.q, n, h, q.data());
     load_head(a.k, n, h, k.data());
     if (p.use_qk_l2norm) {

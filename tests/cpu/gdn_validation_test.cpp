@@ -336,12 +336,40 @@ TEST_F(GdnDecodeValidation, IndexOutOfRange) {
   expect_invalid(a, "state_indices[1] = 3 is outside [0, 3)");
 }
 
-TEST_F(GdnDecodeValidation, NegativeIndex) {
+TEST_F(GdnDecodeValidation, NegativeIndexOtherThanPadding) {
+  Buffer ind(DType::kInt32, {2});
+  ind.from_int({-2, 0});
+  GdnDecodeArgs a = args_;
+  a.state_indices = ind.view();
+  expect_invalid(a, "state_indices[0] = -2 is outside [0, 3) (state_pool slots) and is not -1");
+}
+
+// -1 marks padding rows, any number of them: output 0, no slot read or written; the other rows
+// run as they would alone.
+TEST_F(GdnDecodeValidation, PaddingRowsAreSkipped) {
   Buffer ind(DType::kInt32, {2});
   ind.from_int({-1, 0});
   GdnDecodeArgs a = args_;
   a.state_indices = ind.view();
-  expect_invalid(a, "state_indices[0] = -1 is outside");
+  ASSERT_TRUE(gdn_decode_step(a).ok());
+  const std::vector<float> o = o_.to_float();
+  for (int i = 0; i < 2 * 16; ++i) ASSERT_EQ(o[i], 0.f) << "padding row, element " << i;
+  const size_t slot_bytes = pool_.bytes() / 3;
+  EXPECT_NE(std::memcmp(pool_.data(), pool_copy_.data(), slot_bytes), 0) << "slot 0 updated";
+  EXPECT_EQ(std::memcmp(static_cast<const char*>(pool_.data()) + slot_bytes,
+                        static_cast<const char*>(pool_copy_.data()) + slot_bytes, 2 * slot_bytes),
+            0)
+      << "slots 1 and 2 untouched";
+  // Row 1 alone (row 0 on slot 2 instead) from the same pool gives the same output row.
+  std::memcpy(pool_.data(), pool_copy_.data(), pool_.bytes());
+  o_.poison();
+  ASSERT_TRUE(gdn_decode_step(args_).ok());  // slots {2, 0}
+  const std::vector<float> o2 = o_.to_float();
+  for (int i = 2 * 16; i < 4 * 16; ++i) ASSERT_EQ(o2[i], o[i]) << "row 1, element " << i;
+  ind.from_int({-1, -1});
+  o_.poison();
+  ASSERT_TRUE(gdn_decode_step(a).ok());
+  for (float x : o_.to_float()) ASSERT_EQ(x, 0.f);
 }
 
 TEST_F(GdnDecodeValidation, RepeatedIndex) {
