@@ -13,6 +13,8 @@
 #           attnkit's drop-in modules (needs the fetched tests in .peer/, and einops / fla-core)
 #   sanitize  scripts/sanitize.sh: compute-sanitizer memcheck / racecheck / synccheck on small
 #           cases of every kernel family
+#   tma     (not in the default list) the Hopper TMA decode kernel, which the planner does not pick
+#           yet: its GPU tests, then the decode set with --decode-kernel sm90tma beside the anchors
 #   bench   bench/compare.py: attnkit bench and the anchors (cuDNN, FA2, fla) in the same run, and
 #           bench/plot_results.py's plot of it (compare/results.png) where matplotlib is installed
 #   stages  bench/gdn_bench: Gated DeltaNet per stage (chunk output and decode against the bytes
@@ -168,6 +170,17 @@ if want sanitize; then
     phase sanitize "${GPU_ROUND_SANITIZE_TIMEOUT:-900}" scripts/sanitize.sh "$BIN"
   else
     skip sanitize "attnkit not built"
+  fi
+fi
+
+if want tma; then
+  if [ -x "$BIN" ]; then
+    phase tma "${GPU_ROUND_TMA_TIMEOUT:-900}" bash -c "$BUILD_DIR/tests/attnkit_cuda_tests \
+      --gtest_filter='Sm90Decode*' && '$BIN' bench --shapes decode --decode-kernel sm90tma \
+      --json '$LOGS/tma.json' && python3 bench/compare.py --attnkit '$BIN' --shapes decode \
+      --attnkit-json '$LOGS/tma.json' --out '$LOGS/compare_tma'"
+  else
+    skip tma "attnkit not built"
   fi
 fi
 
