@@ -86,7 +86,7 @@ Status gdn_num_chunks(const TensorView& q, const TensorView& cu_seqlens, int64_t
 struct GdnDecodeArgs {
   TensorView q, k;           // [N, H, K]
   TensorView v;              // [N, HV, V]
-  TensorView g, beta;        // [N, HV]; g fp32, beta fp32 or q's dtype
+  TensorView g, beta;        // [N, HV]; g fp32, beta fp32 or q's dtype (or the fused gating below)
   TensorView state_pool;     // fp32 [P, HV, K, V], read and written in place; apart from the rest
   // int32 [N]: which pool slot sequence n uses (distinct slots), or -1: a padding row (CUDA graphs
   // pad batches), skipped: no state read or written, its o row set to 0. On a CUDA device without
@@ -95,6 +95,12 @@ struct GdnDecodeArgs {
   TensorView o;              // [N, HV, V], q's dtype
   float scale = 0.f;
   bool use_qk_l2norm = false;
+  // Fused gating, as vLLM's and SGLang's decode compute it, given instead of g and beta (all four,
+  // and then no g / beta): the gates from the layer's parameters,
+  //   g[n, hv] = -exp(A_log[hv]) * softplus(a[n, hv] + dt_bias[hv]),  beta[n, hv] = sigmoid(b[n, hv]),
+  // softplus(x) = log(1 + exp(x)), taken as x above 20. A_log, dt_bias: fp32 [HV]; a, b: [N, HV],
+  // fp32 or q's dtype. CPU backend only for now.
+  TensorView A_log, a, dt_bias, b;
 };
 Status gdn_decode_step(const GdnDecodeArgs& args, const ExecOptions& opts = {});
 

@@ -61,6 +61,7 @@ struct GdnDecodeProblem {
   Device device{};
   float scale = 0.f;       // resolved (never 0)
   bool use_qk_l2norm = false;
+  bool fused_gating = false;  // gates from A_log, a, dt_bias, b (gdn.h) instead of g, beta
   // Host copy of state_indices, checked in [0, P) and distinct; empty (and indices_on_host false)
   // when they are on a CUDA device and were not read.
   bool indices_on_host = false;

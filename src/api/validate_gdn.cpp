@@ -354,10 +354,26 @@ Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnD
   if (p->HV % p->H != 0)
     return Status::Invalid("value heads HV = " + num(p->HV) +
                            " (v) must be a multiple of q/k heads H = " + num(p->H) + " (q)");
-  ATTNKIT_RETURN_IF_ERROR(
-      check_tensor(a.g, "g", dev, {DType::kFloat32}, {p->N, p->HV}, "([N, HV])"));
-  ATTNKIT_RETURN_IF_ERROR(
-      check_tensor(a.beta, "beta", dev, {DType::kFloat32, p->dtype}, {p->N, p->HV}, "([N, HV])"));
+  const bool fused = a.A_log.defined() || a.a.defined() || a.dt_bias.defined() || a.b.defined();
+  p->fused_gating = fused;
+  if (fused) {  // the gates from the layer's parameters (gdn.h), all four and no g / beta
+    if (a.g.defined() || a.beta.defined())
+      return Status::Invalid("give either g and beta, or A_log, a, dt_bias and b (fused gating), "
+                             "not both");
+    ATTNKIT_RETURN_IF_ERROR(
+        check_tensor(a.A_log, "A_log", dev, {DType::kFloat32}, {p->HV}, "([HV])"));
+    ATTNKIT_RETURN_IF_ERROR(
+        check_tensor(a.dt_bias, "dt_bias", dev, {DType::kFloat32}, {p->HV}, "([HV])"));
+    ATTNKIT_RETURN_IF_ERROR(
+        check_tensor(a.a, "a", dev, {DType::kFloat32, p->dtype}, {p->N, p->HV}, "([N, HV])"));
+    ATTNKIT_RETURN_IF_ERROR(
+        check_tensor(a.b, "b", dev, {DType::kFloat32, p->dtype}, {p->N, p->HV}, "([N, HV])"));
+  } else {
+    ATTNKIT_RETURN_IF_ERROR(
+        check_tensor(a.g, "g", dev, {DType::kFloat32}, {p->N, p->HV}, "([N, HV])"));
+    ATTNKIT_RETURN_IF_ERROR(
+        check_tensor(a.beta, "beta", dev, {DType::kFloat32, p->dtype}, {p->N, p->HV}, "([N, HV])"));
+  }
   ATTNKIT_RETURN_IF_ERROR(
       check_tensor(a.o, "o", dev, {p->dtype}, {p->N, p->HV, p->V}, "([N, HV, V])"));
   ATTNKIT_RETURN_IF_ERROR(check_head_size(p->K, "q/k head size K"));
@@ -380,6 +396,7 @@ Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnD
   ATTNKIT_RETURN_IF_ERROR(require_outputs_apart(
       {{&a.o, "o"}, {&a.state_pool, "state_pool"}},
       {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.g, "g"}, {&a.beta, "beta"},
+       {&a.A_log, "A_log"}, {&a.a, "a"}, {&a.dt_bias, "dt_bias"}, {&a.b, "b"},
        {&a.state_indices, "state_indices"}}));
 
   p->indices_on_host = dev.type == DeviceType::kCPU || opts.validate_device_indices;

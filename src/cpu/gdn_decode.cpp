@@ -1,6 +1,7 @@
 // The Gated DeltaNet decode step on the CPU: one token per sequence against its slot of the state
 // pool, updated in place. Slots are distinct (validated), so the (sequence, value head) tasks never
 // touch the same memory; a slot of -1 is a padding row (output 0).
+#include <cmath>
 #include <vector>
 
 #include "api/gdn_backends.h"
@@ -34,8 +35,17 @@ Status cpu_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p,
       ref::gdn::l2_normalize(k.data(), 1, p.K);
     }
     load_head(a.v, n, hv, v.data());
-    const float g = ref::load_float(a.g, n * a.g.stride[0] + hv * a.g.stride[1]);
-    const float beta = ref::load_float(a.beta, n * a.beta.stride[0] + hv * a.beta.stride[1]);
+    float g, beta;
+    if (p.fused_gating) {  // gdn.h: the gates from the layer's parameters
+      const float x = ref::load_float(a.a, n * a.a.stride[0] + hv * a.a.stride[1]) +
+                      ref::load_float(a.dt_bias, hv * a.dt_bias.stride[0]);
+      const float softplus = x > 20.f ? x : std::log1p(std::exp(x));
+      g = -std::exp(ref::load_float(a.A_log, hv * a.A_log.stride[0])) * softplus;
+      beta = 1.f / (1.f + std::exp(-ref::load_float(a.b, n * a.b.stride[0] + hv * a.b.stride[1])));
+    } else {
+      g = ref::load_float(a.g, n * a.g.stride[0] + hv * a.g.stride[1]);
+      beta = ref::load_float(a.beta, n * a.beta.stride[0] + hv * a.beta.stride[1]);
+    }
     ref::gdn::load_state(a.state_pool, slot, hv, S.data());
     ref::gdn::token_step(S.data(), q.data(), k.data(), v.data(), g, beta, p.scale, p.K, p.V,
                          o.data(), scratch.data());

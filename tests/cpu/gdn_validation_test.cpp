@@ -372,6 +372,60 @@ TEST_F(GdnDecodeValidation, PaddingRowsAreSkipped) {
   for (float x : o_.to_float()) ASSERT_EQ(x, 0.f);
 }
 
+// Fused gating (gdn.h): the gates from A_log, a, dt_bias and b give what g and beta computed from
+// the same formula in double give, to fp32 rounding; a + dt_bias above 20 takes softplus(x) = x.
+TEST_F(GdnDecodeValidation, FusedGatingMatchesExplicitGates) {
+  Buffer a_log(DType::kFloat32, {2}), dt_bias(DType::kFloat32, {2}), ga(DType::kFloat32, {2, 2}),
+      gb(DType::kBFloat16, {2, 2}), g(DType::kFloat32, {2, 2}), beta(DType::kFloat32, {2, 2});
+  a_log.from_float({-0.7f, 0.4f});
+  dt_bias.from_float({0.3f, -1.1f});
+  ga.from_float({-2.5f, 0.8f, 21.0f, 1.9f});  // 21 + 0.3 > 20: the linear branch
+  gb.from_float({-1.5f, 0.25f, 2.0f, -0.5f});
+  std::vector<float> gv(4), bv(4);
+  const std::vector<float> al = a_log.to_float(), db = dt_bias.to_float(), av = ga.to_float(),
+                           bb = gb.to_float();
+  for (int n = 0; n < 2; ++n)
+    for (int h = 0; h < 2; ++h) {
+      const double x = double{av[n * 2 + h]} + db[h];
+      const double sp = x > 20.0 ? x : std::log1p(std::exp(x));
+      gv[n * 2 + h] = static_cast<float>(-std::exp(double{al[h]}) * sp);
+      bv[n * 2 + h] = static_cast<float>(1.0 / (1.0 + std::exp(-double{bb[n * 2 + h]})));
+    }
+  g.from_float(gv);
+  beta.from_float(bv);
+  GdnDecodeArgs e = args_;
+  e.g = g.view();
+  e.beta = beta.view();
+  ASSERT_TRUE(gdn_decode_step(e).ok());
+  const std::vector<float> o_explicit = o_.to_float(), pool_explicit = pool_.to_float();
+
+  std::memcpy(pool_.data(), pool_copy_.data(), pool_.bytes());
+  o_.poison();
+  GdnDecodeArgs f = args_;
+  f.g = f.beta = {};
+  f.A_log = a_log.view();
+  f.dt_bias = dt_bias.view();
+  f.a = ga.view();
+  f.b = gb.view();
+  const Status st = gdn_decode_step(f);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const std::vector<float> o_fused = o_.to_float(), pool_fused = pool_.to_float();
+  for (size_t i = 0; i < o_fused.size(); ++i)
+    ASSERT_NEAR(o_fused[i], o_explicit[i], 1e-2f * (1.f + std::fabs(o_explicit[i]))) << i;
+  for (size_t i = 0; i < pool_fused.size(); ++i)
+    ASSERT_NEAR(pool_fused[i], pool_explicit[i], 1e-5f * (1.f + std::fabs(pool_explicit[i]))) << i;
+
+  // Both forms at once, or a missing parameter, are refused.
+  std::memcpy(pool_.data(), pool_copy_.data(), pool_.bytes());
+  o_.poison();
+  GdnDecodeArgs both = f;
+  both.g = g.view();
+  expect_invalid(both, "not both");
+  GdnDecodeArgs missing = f;
+  missing.dt_bias = {};
+  expect_invalid(missing, "dt_bias");
+}
+
 TEST_F(GdnDecodeValidation, RepeatedIndex) {
   Buffer ind(DType::kInt32, {2});
   ind.from_int({1, 1});
