@@ -97,7 +97,8 @@ struct GdnDecodeArgs {
   bool use_qk_l2norm = false;
   // Fused gating, as vLLM's and SGLang's decode compute it, given instead of g and beta (all four,
   // and then no g / beta): the gates from the layer's parameters,
-  //   g[n, hv] = -exp(A_log[hv]) * softplus(a[n, hv] + dt_bias[hv]),  beta[n, hv] = sigmoid(b[n, hv]),
+  //   g[n, hv] = -exp(A_log[hv]) * softplus(a[n, hv] + dt_bias[hv]),
+  //   beta[n, hv] = sigmoid(b[n, hv]),
   // softplus(x) = log(1 + exp(x)), taken as x above 20. A_log, dt_bias: fp32 [HV]; a, b: [N, HV],
   // fp32 or q's dtype. CPU backend only for now.
   TensorView A_log, a, dt_bias, b;

@@ -176,7 +176,8 @@ def gdn_recurrent_forward(q, k, v, g, beta, *, scale=None, initial_state=None,
 
 def gdn_decode_step(q, k, v, g, beta, state_pool, state_indices, *, scale=None,
                     use_qk_l2norm=False, out=None, backend="auto", stream=None,
-                    validate_indices=False, cpu_threads=0):
+                    validate_indices=False, cpu_threads=0, A_log=None, a=None, dt_bias=None,
+                    b=None):
     """One Gated DeltaNet token per sequence against a pool of states, updated in place
     (attnkit::gdn_decode_step).
 
@@ -184,13 +185,17 @@ def gdn_decode_step(q, k, v, g, beta, state_pool, state_indices, *, scale=None,
     key-last pool [P, HV, V, K] passed transposed, pool.transpose(-1, -2)); state_indices int32 [N],
     distinct slots, or -1 for a padding row, skipped with its output row zero (on a CUDA device
     without validate_indices any slot outside [0, P) is skipped so). Returns o [N, HV, V] in q's
-    dtype."""
+    dtype.
+
+    Fused gating (vLLM / SGLang's decode): pass g = beta = None and the layer's A_log, dt_bias
+    (fp32 [HV]) and a, b ([N, HV]): g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b).
+    CPU backend only for now."""
     _arrays(q=q, v=v)
     if out is None:
         out = empty(q, tuple(v.shape))
     _C.gdn_decode_step(q, k, v, g, beta, state_pool, state_indices, out, float(scale or 0.0),
                        bool(use_qk_l2norm), backend, stream_of(q, stream), bool(validate_indices),
-                       int(cpu_threads))
+                       int(cpu_threads), A_log, a, dt_bias, b)
     return out
 
 

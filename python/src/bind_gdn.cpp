@@ -130,7 +130,8 @@ int64_t num_chunks(nb::handle q, nb::handle cu) {
 
 void decode_step(nb::handle q, nb::handle k, nb::handle v, nb::handle g, nb::handle beta,
                  nb::handle pool, nb::handle indices, nb::handle o, float scale, bool l2norm,
-                 const std::string& backend, uintptr_t stream, bool validate, int threads) {
+                 const std::string& backend, uintptr_t stream, bool validate, int threads,
+                 nb::handle a_log, nb::handle a_in, nb::handle dt_bias, nb::handle b_in) {
   ArrayScope s;
   GdnDecodeArgs a;
   a.q = s.in(q, "q");
@@ -141,6 +142,10 @@ void decode_step(nb::handle q, nb::handle k, nb::handle v, nb::handle g, nb::han
   a.state_pool = s.out(pool, "state_pool");
   a.state_indices = s.in(indices, "state_indices");
   a.o = s.out(o, "out");
+  a.A_log = s.in(a_log, "A_log");
+  a.a = s.in(a_in, "a");
+  a.dt_bias = s.in(dt_bias, "dt_bias");
+  a.b = s.in(b_in, "b");
   a.scale = scale;
   a.use_qk_l2norm = l2norm;
   const ExecOptions opts = exec_options(backend, stream, validate, threads);
@@ -175,9 +180,11 @@ void bind_gdn(nb::module_& m) {
         arg("g_cum"), arg("cu_seqlens").none(), arg("out"), arg("scale"), arg("backend"),
         arg("stream"), arg("validate_indices"), arg("cpu_threads"));
   m.def("gdn_num_chunks", &num_chunks, arg("q"), arg("cu_seqlens").none());
-  m.def("gdn_decode_step", &decode_step, arg("q"), arg("k"), arg("v"), arg("g"), arg("beta"),
-        arg("state_pool"), arg("state_indices"), arg("out"), arg("scale"), arg("use_qk_l2norm"),
-        arg("backend"), arg("stream"), arg("validate_indices"), arg("cpu_threads"));
+  m.def("gdn_decode_step", &decode_step, arg("q"), arg("k"), arg("v"), arg("g").none(),
+        arg("beta").none(), arg("state_pool"), arg("state_indices"), arg("out"), arg("scale"),
+        arg("use_qk_l2norm"), arg("backend"), arg("stream"), arg("validate_indices"),
+        arg("cpu_threads"), arg("A_log").none() = nb::none(), arg("a").none() = nb::none(),
+        arg("dt_bias").none() = nb::none(), arg("b").none() = nb::none());
 }
 
 }  // namespace attnkit::py

@@ -232,6 +232,31 @@ def test_gdn_decode_step_updates_its_slots(key_last):
         np.testing.assert_array_equal(view[s], before[s])
 
 
+def test_gdn_decode_step_fused_gating():
+    """g and beta from the layer's parameters equal the explicit gates computed in float64."""
+    rng = np.random.default_rng(12)
+    n, h, hv, kd, vd = 3, 1, 2, 32, 32
+    q, k, v, _, _ = (x[:, 0] for x in gdn_inputs(rng, n, 1, h, hv, kd, vd))
+    a_log, dt_bias = randn(rng, hv, scale=0.5), randn(rng, hv, scale=0.5)
+    a, b = randn(rng, n, hv, scale=2.0), randn(rng, n, hv)
+    a[0, 0] = 25.0  # softplus's linear branch
+    x = a.astype(np.float64) + dt_bias
+    softplus = np.where(x > 20, x, np.log1p(np.exp(x)))
+    g = (-np.exp(a_log.astype(np.float64)) * softplus).astype(np.float32)
+    beta = (1 / (1 + np.exp(-b.astype(np.float64)))).astype(np.float32)
+    pool = randn(rng, 2 * n, hv, kd, vd, scale=0.3)
+    slots = np.array([4, 0, 2], np.int32)
+    pool_e, pool_f = pool.copy(), pool.copy()
+    o_e = attnkit.gdn_decode_step(q, k, v, g, beta, pool_e, slots)
+    o_f = attnkit.gdn_decode_step(q, k, v, None, None, pool_f, slots, A_log=a_log, a=a,
+                                  dt_bias=dt_bias, b=b)
+    np.testing.assert_allclose(o_f, o_e, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(pool_f, pool_e, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="not both"):
+        attnkit.gdn_decode_step(q, k, v, g, beta, pool_f, slots, A_log=a_log, a=a,
+                                dt_bias=dt_bias, b=b)
+
+
 def test_errors_name_the_argument():
     rng = np.random.default_rng(10)
     q, k, v = randn(rng, 1, 3, 2, 64), randn(rng, 1, 5, 2, 64), randn(rng, 1, 5, 2, 64)
