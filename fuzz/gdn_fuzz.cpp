@@ -5,8 +5,8 @@
 // bf16), padded strides, fixed-length or ragged batches with the raw contents of cu_seqlens (or a
 // non-decreasing one), optional initial / final states (aliased now and then) and the decode state
 // pool in fla's [P, HV, K, V] layout or key-last [P, HV, V, K] passed as its transposed view, the
-// raw contents of state_indices (or distinct in-range slots), and now and then one argument made
-// wrong. Sequences stay short (<= 80 tokens: one or two 64-token chunks, fewer with large heads)
+// raw contents of state_indices (or distinct in-range slots), the decode step's fused gating (the
+// layer's parameters instead of g and beta, or both), and now and then one argument made wrong. Sequences stay short (<= 80 tokens: one or two 64-token chunks, fewer with large heads)
 // and heads few (<= 4) so each execution is fast. Every tensor is its own heap allocation of
 // exactly the span its view claims, so AddressSanitizer reports any read or write outside it. The
 // op must return a Status (any code) and never crash. Built with -DATTNKIT_BUILD_FUZZERS=ON
@@ -93,12 +93,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (int i = 0; i < n; ++i) s[i] = (start + i) % pool;  // distinct while n <= pool
     }
     if (wrong == 6) idx = make(DType::kInt32, {n + 1}, 0, in);
+    // Fused gating now and then: the layer's parameters instead of g and beta (both, sometimes).
+    Owned a_log, ga, dt_bias, gb;
+    const int gating = in.pick(3);  // 0, 1: g and beta; 2: fused; 3: both (refused)
+    if (gating >= 2) {
+      a_log = make(DType::kFloat32, {hv}, 0, in);
+      dt_bias = make(DType::kFloat32, {hv}, 0, in);
+      ga = make(bt, {n, hv}, 0, in);
+      gb = make(bt, {n, hv}, 0, in);
+    }
     GdnDecodeArgs a;
     a.q = q.view;
     a.k = k.view;
     a.v = v.view;
-    a.g = g.view;
-    a.beta = beta.view;
+    if (gating != 2) {
+      a.g = g.view;
+      a.beta = beta.view;
+    }
+    a.A_log = a_log.view;
+    a.a = ga.view;
+    a.dt_bias = dt_bias.view;
+    a.b = gb.view;
     a.state_pool = sp.view;
     a.state_indices = idx.view;
     a.o = o.view;
