@@ -20,40 +20,44 @@ namespace attnkit::gpu {
 // Grid limits: x = kv_heads * num_splits (2^31 - 1), y = batch (65535).
 inline constexpr int kMaxDecodeBatch = 65535;
 
-// Split-KV (num_splits > 1): the arrival counters are zeroed first (decode_merge.cuh), and on
-// sm_90+ the attention kernel is launched as that kernel's programmatic dependent, so it starts
-// without waiting for it; its last split per KV head merges the partials.
-template <class Tile, typename T, class Mask, class Mod>
-Status launch_portable_decode(const FwdParams& p, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
-  if (p.batch == 0 || p.max_seqlen_q == 0) return Status::Ok();
-  if (int64_t{p.max_seqlen_q} * p.group.d > Tile::kRows)
-    return Status::Invalid("portable decode kernel: max_seqlen_q * group (" +
+// The checks every decode launcher makes of its parameters; `what` names the kernel in errors.
+inline Status check_decode_launch(const FwdParams& p, int rows, const char* what) {
+  if (int64_t{p.max_seqlen_q} * p.group.d > rows)
+    return Status::Invalid(std::string(what) + ": max_seqlen_q * group (" +
                            std::to_string(int64_t{p.max_seqlen_q} * p.group.d) +
-                           ") exceeds its " + std::to_string(Tile::kRows) + " rows");
+                           ") exceeds its " + std::to_string(rows) + " rows");
   if (p.batch > kMaxDecodeBatch || p.num_splits < 1 || p.num_splits > kMaxDecodeSplits)
-    return Status::Invalid("portable decode kernel: batch must be <= 65535 and num_splits in [1, " +
+    return Status::Invalid(std::string(what) + ": batch must be <= 65535 and num_splits in [1, " +
                            std::to_string(kMaxDecodeSplits) + "]");
-  if (p.num_splits > 1 && (p.part_o == nullptr || p.part_lse == nullptr || p.split_counters == nullptr))
-    return Status::Invalid("portable decode kernel: num_splits > 1 needs the partial buffers and "
+  if (p.num_splits > 1 &&
+      (p.part_o == nullptr || p.part_lse == nullptr || p.split_counters == nullptr))
+    return Status::Invalid(std::string(what) + ": num_splits > 1 needs the partial buffers and "
                            "the split counters");
-  auto kernel = portable_decode_kernel<Tile, T, Mask, Mod>;
+  return Status::Ok();
+}
+
+// Launches decode kernel kKernel on its grid, x = kv_heads * num_splits, y = batch. Its shared-
+// memory limit is a per-device function attribute, set once per device (decode calls are short,
+// so host time per call matters; not a stream operation, so legal while the stream is captured).
+// Split-KV (num_splits > 1): the arrival counters are zeroed first (decode_merge.cuh), and on
+// sm_90+ the kernel is launched as that kernel's programmatic dependent, so it starts without
+// waiting for it; its last split per KV head merges the partials.
+template <auto kKernel, class Params>
+Status launch_decode_grid(const Params& params, const FwdParams& p, int threads, int smem_bytes,
+                          cudaStream_t s, const char* name) {
   int device = 0;
   ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
-  // The shared-memory limit is a per-device function attribute: set once per device (decode
-  // calls are short, so host time per call matters). Not a stream operation, so it is legal
-  // while the stream is being captured.
   static std::atomic<uint64_t> configured{0};
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
   if (bit == 0 || (configured.load(std::memory_order_acquire) & bit) == 0) {
-    ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          Tile::kSmemBytes));
+    ATTNKIT_CUDA_TRY(
+        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
   const dim3 grid(static_cast<unsigned>(p.hkv * p.num_splits), static_cast<unsigned>(p.batch));
   if (p.num_splits == 1) {
-    kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, s>>>(p);
-    ATTNKIT_CUDA_CHECK_LAUNCH("portable_decode_kernel");
+    kKernel<<<grid, threads, smem_bytes, s>>>(params);
+    ATTNKIT_CUDA_CHECK_LAUNCH(name);
     return Status::Ok();
   }
 
@@ -66,16 +70,25 @@ Status launch_portable_decode(const FwdParams& p, void* stream) {
   ATTNKIT_CUDA_TRY(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
-  cfg.blockDim = dim3(Tile::kThreads);
-  cfg.dynamicSmemBytes = Tile::kSmemBytes;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem_bytes;
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = cc_major >= 9 ? 1 : 0;
-  ATTNKIT_CUDA_TRY(cudaLaunchKernelEx(&cfg, kernel, p));
+  ATTNKIT_CUDA_TRY(cudaLaunchKernelEx(&cfg, kKernel, params));
   return Status::Ok();
+}
+
+template <class Tile, typename T, class Mask, class Mod>
+Status launch_portable_decode(const FwdParams& p, void* stream) {
+  if (p.batch == 0 || p.max_seqlen_q == 0) return Status::Ok();
+  ATTNKIT_RETURN_IF_ERROR(check_decode_launch(p, Tile::kRows, "portable decode kernel"));
+  return launch_decode_grid<portable_decode_kernel<Tile, T, Mask, Mod>>(
+      p, p, Tile::kThreads, Tile::kSmemBytes, static_cast<cudaStream_t>(stream),
+      "portable_decode_kernel");
 }
 
 // Launches Tile, or TileSplitContiguous for a split call over contiguous or ragged KV where the

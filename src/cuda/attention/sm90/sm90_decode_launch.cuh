@@ -9,7 +9,6 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -69,19 +68,8 @@ inline Status encode_kv_map(CUtensorMap* map, const void* base, bool bf16, int d
 
 template <class Tile, typename T, class Mask, class Mod>
 Status launch_sm90_decode(const FwdParams& p, bool l2_evict_first, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
   if (p.batch == 0 || p.max_seqlen_q == 0) return Status::Ok();
-  if (int64_t{p.max_seqlen_q} * p.group.d > Tile::kRows)
-    return Status::Invalid("sm90 decode kernel: max_seqlen_q * group (" +
-                           std::to_string(int64_t{p.max_seqlen_q} * p.group.d) + ") exceeds its " +
-                           std::to_string(Tile::kRows) + " rows");
-  if (p.batch > kMaxDecodeBatch || p.num_splits < 1 || p.num_splits > kMaxDecodeSplits)
-    return Status::Invalid("sm90 decode kernel: batch must be <= 65535 and num_splits in [1, " +
-                           std::to_string(kMaxDecodeSplits) + "]");
-  if (p.num_splits > 1 &&
-      (p.part_o == nullptr || p.part_lse == nullptr || p.split_counters == nullptr))
-    return Status::Invalid("sm90 decode kernel: num_splits > 1 needs the partial buffers and the "
-                           "split counters");
+  ATTNKIT_RETURN_IF_ERROR(check_decode_launch(p, Tile::kRows, "sm90 decode kernel"));
   const KvOperand& kv = p.kv;
   const bool paged = kv.kind == KvKind::kPaged;
   DecodeTmaParams P;
@@ -103,43 +91,9 @@ Status launch_sm90_decode(const FwdParams& p, bool l2_evict_first, void* stream)
                                         kv.v_row_stride, kv.v_head_stride, kv.v_outer_stride,
                                         P.box_rows));
 
-  auto kernel = sm90_decode_kernel<Tile, T, Mask, Mod>;
-  int device = 0;
-  ATTNKIT_CUDA_TRY(cudaGetDevice(&device));
-  // A per-device function attribute, set once per device (not a stream operation: legal while
-  // the stream is captured).
-  static std::atomic<uint64_t> configured{0};
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit == 0 || (configured.load(std::memory_order_acquire) & bit) == 0) {
-    ATTNKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          Tile::kSmemBytes));
-    configured.fetch_or(bit, std::memory_order_acq_rel);
-  }
-  const dim3 grid(static_cast<unsigned>(p.hkv * p.num_splits), static_cast<unsigned>(p.batch));
-  if (p.num_splits == 1) {
-    kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, s>>>(P);
-    ATTNKIT_CUDA_CHECK_LAUNCH("sm90_decode_kernel");
-    return Status::Ok();
-  }
-  // Split-KV: zero the arrival counters, and start the kernel as that kernel's programmatic
-  // dependent (decode_merge.cuh orders the counting after the zeroing).
-  const int n_counters = p.batch * p.hkv;
-  constexpr int kZeroBlock = 256;
-  const int zero_blocks = std::min((n_counters + kZeroBlock - 1) / kZeroBlock, 1024);
-  decode_zero_counters<kZeroBlock><<<zero_blocks, kZeroBlock, 0, s>>>(p.split_counters, n_counters);
-  ATTNKIT_CUDA_CHECK_LAUNCH("decode_zero_counters");
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(Tile::kThreads);
-  cfg.dynamicSmemBytes = Tile::kSmemBytes;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  ATTNKIT_CUDA_TRY(cudaLaunchKernelEx(&cfg, kernel, P));
-  return Status::Ok();
+  return launch_decode_grid<sm90_decode_kernel<Tile, T, Mask, Mod>>(
+      P, p, Tile::kThreads, Tile::kSmemBytes, static_cast<cudaStream_t>(stream),
+      "sm90_decode_kernel");
 }
 
 }  // namespace attnkit::gpu::sm90
