@@ -65,6 +65,14 @@ inline testkit::Buffer quantise_fp8(ViewedBuffer& x, ViewedBuffer& scale, Fp8Sca
   return deq;
 }
 
+// View v's shape and strides over buffer b's data and dtype (e.g. the dequantised fp32 values).
+inline TensorView like(const TensorView& v, const testkit::Buffer& b) {
+  TensorView t = v;
+  t.data = b.data();
+  t.dtype = b.dtype();
+  return t;
+}
+
 struct Fp8Dequantised {
   testkit::Buffer k, v;
 };

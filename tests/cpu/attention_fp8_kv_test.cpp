@@ -10,6 +10,7 @@
 
 #include "common/attention_case.h"
 #include "common/fp8_kv.h"
+#include "cpu_attention_util.h"
 #include "cpu/half.h"
 
 namespace attnkit::test {
@@ -17,20 +18,6 @@ namespace {
 
 using testkit::Buffer;
 using Kind = Fp8Scale;
-
-TensorView like(const TensorView& v, const Buffer& b) {
-  TensorView t = v;
-  t.data = b.data();
-  t.dtype = b.dtype();
-  return t;
-}
-
-ExecOptions cpu_opts() {
-  ExecOptions o;
-  o.backend = Backend::kCPU;
-  o.cpu_threads = 2;
-  return o;
-}
 
 void expect_fp8_matches_dequantised(AttnCase c, Kind kind) {
   SCOPED_TRACE(c.str() + " scale kind " + std::to_string(static_cast<int>(kind)));

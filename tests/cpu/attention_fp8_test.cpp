@@ -13,26 +13,13 @@
 #include "common/attention_case.h"
 #include "common/attention_check.h"
 #include "common/fp8_kv.h"
+#include "cpu_attention_util.h"
 #include "cpu/half.h"
 
 namespace attnkit::test {
 namespace {
 
 using testkit::Buffer;
-
-TensorView like(const TensorView& v, const Buffer& b) {
-  TensorView t = v;
-  t.data = b.data();
-  t.dtype = b.dtype();
-  return t;
-}
-
-ExecOptions cpu_opts() {
-  ExecOptions o;
-  o.backend = Backend::kCPU;
-  o.cpu_threads = 2;
-  return o;
-}
 
 struct Fp8Qkv {
   Buffer q, k, v;  // the dequantised values, fp32
