@@ -62,12 +62,12 @@ def main():
 
     def bare():
         _C.attention_forward(q, kc, vc, out, None, None, None, table, seqlens, None, None, None,
-                             None, 0, a.keys, scale, -1, 0, 0, 0.0, 0, "auto", stream, False, 0,
+                             None, None, 0, a.keys, scale, -1, 0, 0, 0.0, 0, "auto", stream, False, 0,
                              plan)
 
     def bare_unplanned():
         _C.attention_forward(q, kc, vc, out, None, None, None, table, seqlens, None, None, None,
-                             None, 0, a.keys, scale, -1, 0, 0, 0.0, 0, "auto", stream, False, 0,
+                             None, None, 0, a.keys, scale, -1, 0, 0, 0.0, 0, "auto", stream, False, 0,
                              None)
 
     def bare_alloc():  # what any API that returns a new tensor adds: its allocation
@@ -79,8 +79,8 @@ def main():
                           causal=True, out=out, plan=plan)
 
     def impl():
-        torch_ops.attention_impl(q, kc, vc, None, None, table, seqlens, None, None, None, None, 0,
-                                 a.keys, scale, -1, 0, 0, 0.0, 0, False, True)
+        torch_ops.attention_impl(q, kc, vc, None, None, table, seqlens, None, None, None, None,
+                                 None, 0, a.keys, scale, -1, 0, 0, 0.0, 0, False, True)
 
     def drop_in():
         fai.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, page_table=table, causal=True)

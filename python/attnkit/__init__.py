@@ -5,6 +5,7 @@ CUDA arrays on the CUDA kernels, on the caller's stream.
 
     attention, plan_attention, Plan, merge_states          softmax attention
     append_kv_cache                                        new tokens into a paged KV cache
+    quantize_fp8                                           fp16 / bf16 / fp32 to e4m3 with scales
     gdn_chunk_forward, gdn_decode_step, gdn_* stages       Gated DeltaNet
 
 Drop-in modules with the anchors' signatures (torch):
@@ -31,6 +32,7 @@ from ._ops import (
     gdn_wu,
     merge_states,
     plan_attention,
+    quantize_fp8,
 )
 
 __version__ = _C.__version__
@@ -44,5 +46,5 @@ def build_info():
 __all__ = [
     "Plan", "append_kv_cache", "attention", "build_info", "gdn_chunk_cumsum", "gdn_chunk_forward", "gdn_chunk_output",
     "gdn_decode_step", "gdn_kkt_inverse", "gdn_num_chunks", "gdn_recurrent_forward",
-    "gdn_state_pass", "gdn_wu", "merge_states", "plan_attention",
+    "gdn_state_pass", "gdn_wu", "merge_states", "plan_attention", "quantize_fp8",
 ]

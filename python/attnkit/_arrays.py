@@ -3,7 +3,12 @@ and the CUDA stream a call is enqueued on."""
 
 import sys
 
-_DTYPES = ("float32", "float16", "bfloat16", "int32")
+_DTYPES = ("float32", "float16", "bfloat16", "int32", "float8_e4m3fn")
+
+
+def is_fp8(x):
+    """Whether array x holds e4m3 values (torch.float8_e4m3fn, ml_dtypes' float8_e4m3fn)."""
+    return "float8_e4m3" in str(x.dtype)
 
 
 def is_torch(x):
@@ -13,6 +18,33 @@ def is_torch(x):
 
 def _family(x):
     return type(x).__module__.split(".", 1)[0]
+
+
+_FP8_DLPACK = None  # whether this torch exports float8_e4m3fn tensors through DLPack
+
+
+def torch_exports_fp8():
+    global _FP8_DLPACK
+    if _FP8_DLPACK is None:
+        import torch
+
+        try:
+            torch.empty(1, dtype=torch.float8_e4m3fn).__dlpack__()
+            _FP8_DLPACK = True
+        except (BufferError, RuntimeError, TypeError):
+            _FP8_DLPACK = False
+    return _FP8_DLPACK
+
+
+def fp8_bytes(x):
+    """x, or for a torch float8_e4m3fn tensor this torch cannot export through DLPack, its uint8
+    view: attnkit reads uint8 arrays as e4m3 bytes."""
+    if x is not None and is_torch(x) and x.dtype.itemsize == 1 and not torch_exports_fp8():
+        import torch
+
+        if x.dtype == torch.float8_e4m3fn:
+            return x.view(torch.uint8)
+    return x
 
 
 def dtype_of(ref, name):
@@ -32,8 +64,8 @@ def dtype_of(ref, name):
         return cupy.dtype(name)
     import numpy
 
-    if name == "bfloat16":
-        raise ValueError("numpy has no bfloat16: pass float32 or float16 host arrays, or torch tensors")
+    if name in ("bfloat16", "float8_e4m3fn"):
+        raise ValueError(f"numpy has no {name}: pass the output array, or use torch tensors")
     return numpy.dtype(name)
 
 

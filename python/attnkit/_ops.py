@@ -11,7 +11,7 @@ Common keyword arguments:
 """
 
 from . import _C
-from ._arrays import empty, stream_of
+from ._arrays import empty, fp8_bytes, is_fp8, stream_of
 
 Plan = _C.Plan
 
@@ -32,29 +32,34 @@ def _mask(causal, window):
 
 
 def _attention_call(q, k, v, out, lse, return_lse, causal, window, chunk_size, scale, softcap,
-                    alibi_slopes, sinks, k_scale, v_scale, cu_seqlens_q, cu_seqlens_k, page_table,
-                    seqused_k, max_seqlen_q, max_seqlen_k, num_splits, backend, stream,
-                    validate_indices, cpu_threads):
+                    alibi_slopes, sinks, q_scale, k_scale, v_scale, cu_seqlens_q, cu_seqlens_k,
+                    page_table, seqused_k, max_seqlen_q, max_seqlen_k, num_splits, out_dtype,
+                    backend, stream, validate_indices, cpu_threads):
     """The extension's positional arguments for one attention call, outputs allocated where not
-    given (lse only with return_lse)."""
+    given (lse only with return_lse; out in out_dtype, default q's dtype, bfloat16 for FP8 q)."""
     if out is None or (return_lse and lse is None):  # shapes are read only to allocate
         _arrays(q=q, v=v)
         if out is None:
-            out = empty(q, tuple(q.shape[:-1]) + (v.shape[-1],))
+            if out_dtype is None and is_fp8(q):
+                out_dtype = "bfloat16"
+            out = empty(q, tuple(q.shape[:-1]) + (v.shape[-1],), out_dtype)
         if return_lse and lse is None:
             lse = empty(q, tuple(q.shape[:-1]), "float32")
     left, right = _mask(causal, window)
+    q, k, v = fp8_bytes(q), fp8_bytes(k), fp8_bytes(v)
     return (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes,
-            sinks, k_scale, v_scale, int(max_seqlen_q), int(max_seqlen_k), float(scale or 0.0),
+            sinks, q_scale, k_scale, v_scale, int(max_seqlen_q), int(max_seqlen_k),
+            float(scale or 0.0),
             left, right, int(chunk_size), float(softcap), int(num_splits), backend,
             stream_of(q, stream), bool(validate_indices), int(cpu_threads))
 
 
 def attention(q, k, v, *, causal=False, window=(-1, -1), chunk_size=0, scale=None, softcap=0.0,
-              alibi_slopes=None, sinks=None, k_scale=None, v_scale=None, cu_seqlens_q=None,
-              cu_seqlens_k=None, page_table=None, seqused_k=None, max_seqlen_q=0, max_seqlen_k=0,
-              num_splits=0, return_lse=False, out=None, lse=None, plan=None, backend="auto",
-              stream=None, validate_indices=False, cpu_threads=0):
+              alibi_slopes=None, sinks=None, q_scale=None, k_scale=None, v_scale=None,
+              cu_seqlens_q=None, cu_seqlens_k=None, page_table=None, seqused_k=None,
+              max_seqlen_q=0, max_seqlen_k=0, num_splits=0, return_lse=False, out=None, lse=None,
+              out_dtype=None, plan=None, backend="auto", stream=None, validate_indices=False,
+              cpu_threads=0):
     """Softmax attention, prefill or decode (attnkit::attention_forward).
 
     q [B, Sq, Hq, D] or ragged [total_q, Hq, D] with cu_seqlens_q [B+1] (int32); k, v contiguous
@@ -63,9 +68,13 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), chunk_size=0, scale=Non
     Masks align the diagonal bottom-right: causal, window=(left, right) (-1 = unbounded; causal sets
     right = 0), chunk_size (same block of positions). scale: default D**-0.5. softcap > 0:
     s <- cap tanh(s / cap). alibi_slopes, sinks: fp32 [Hq]. num_splits: 0 = the library decides.
-    k_scale, v_scale: with an FP8 KV cache (k, v float8_e4m3fn; q fp16 / bf16), the keys and values
-    are k_scale * k and v_scale * v, each scale fp32 [1], [Hkv] or k's shape without its last
-    dimension (per token); written by append_kv_cache. CUDA: decode shapes (the decode kernel).
+    q_scale, k_scale, v_scale: with FP8 inputs (float8_e4m3fn; each scale given exactly with its
+    FP8 tensor) the queries, keys and values are q_scale * q, k_scale * k and v_scale * v, each
+    scale fp32 [1], per head [H], per token (the tensor's shape without its last dimension), or
+    per (sequence, KV head) [B, Hkv] (FlashAttention-3's descales); quantize_fp8 and
+    append_kv_cache write them. FP8 q needs an fp16 / bf16 out (out_dtype, default bfloat16).
+    CUDA: an FP8 KV cache with fp16 / bf16 q at decode shapes (the decode kernel), scales per
+    tensor, head or token; the rest runs on the CPU backend for now.
     max_seqlen_q / max_seqlen_k: bounds needed when ragged or paged indices live on a CUDA device.
     plan: from plan_attention() for the same shapes and options (skips planning).
 
@@ -73,26 +82,28 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), chunk_size=0, scale=Non
     [total_q, Hq], natural log; -inf for a row that sees no key).
     """
     args = _attention_call(q, k, v, out, lse, return_lse, causal, window, chunk_size, scale,
-                           softcap, alibi_slopes, sinks, k_scale, v_scale, cu_seqlens_q,
+                           softcap, alibi_slopes, sinks, q_scale, k_scale, v_scale, cu_seqlens_q,
                            cu_seqlens_k, page_table, seqused_k, max_seqlen_q, max_seqlen_k,
-                           num_splits, backend, stream, validate_indices, cpu_threads)
+                           num_splits, out_dtype, backend, stream, validate_indices, cpu_threads)
     _C.attention_forward(*args, plan)
     out, lse = args[3], args[4]
     return (out, lse) if return_lse else out
 
 
 def plan_attention(q, k, v, *, causal=False, window=(-1, -1), chunk_size=0, scale=None,
-                   softcap=0.0, alibi_slopes=None, sinks=None, k_scale=None, v_scale=None,
-                   cu_seqlens_q=None, cu_seqlens_k=None, page_table=None, seqused_k=None,
-                   max_seqlen_q=0, max_seqlen_k=0, num_splits=0, return_lse=False, out=None,
-                   lse=None, backend="auto", stream=None, validate_indices=False, cpu_threads=0):
+                   softcap=0.0, alibi_slopes=None, sinks=None, q_scale=None, k_scale=None,
+                   v_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, page_table=None,
+                   seqused_k=None, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, return_lse=False,
+                   out=None, lse=None, out_dtype=None, backend="auto", stream=None,
+                   validate_indices=False, cpu_threads=0):
     """The Plan attention() would make for these arguments (the kernel chosen, split count and
     workspace), computed once on the host. Pass it as attention(..., plan=) for calls with the same
     shapes and options, across layers and steps, also under CUDA graph capture."""
     return _C.plan_attention(*_attention_call(
         q, k, v, out, lse, return_lse, causal, window, chunk_size, scale, softcap, alibi_slopes,
-        sinks, k_scale, v_scale, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, max_seqlen_q,
-        max_seqlen_k, num_splits, backend, stream, validate_indices, cpu_threads))
+        sinks, q_scale, k_scale, v_scale, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k,
+        max_seqlen_q, max_seqlen_k, num_splits, out_dtype, backend, stream, validate_indices,
+        cpu_threads))
 
 
 def merge_states(o_parts, lse_parts, *, out=None, lse=None, out_dtype=None, backend="auto",
@@ -125,8 +136,29 @@ def append_kv_cache(k, v, k_cache, v_cache, slot_mapping, *, k_scale=None, v_sca
     (token, KV head) [num_pages, page_size, Hkv] (those are written: max |x| / 448 per row).
     Returns None."""
     _arrays(k=k, v=v, k_cache=k_cache, v_cache=v_cache, slot_mapping=slot_mapping)
-    _C.append_kv_cache(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, backend,
-                       stream_of(k, stream), bool(validate_indices))
+    _C.append_kv_cache(k, v, fp8_bytes(k_cache), fp8_bytes(v_cache), slot_mapping, k_scale,
+                       v_scale, backend, stream_of(k, stream), bool(validate_indices))
+
+
+_SCALE_SHAPES = {"tensor": lambda x: (1,), "head": lambda x: (x.shape[-2],),
+                 "token": lambda x: tuple(x.shape[:-1])}
+
+
+def quantize_fp8(x, *, granularity="token", out=None, scale=None, backend="auto", stream=None):
+    """x [..., H, D] (fp32 / fp16 / bf16) to e4m3 (attnkit::quantize_fp8): out = e4m3(x / scale),
+    scale = max |x| / 448 over each group, so that scale * out approximates x. granularity picks the
+    groups and scale's shape, as attention() reads them: 'tensor' [1], 'head' [H], 'token' (x's shape
+    without its last dimension). Returns (out float8_e4m3fn, scale fp32); out and scale may be
+    passed in (then granularity is read from scale's shape). CPU backend only for now."""
+    _arrays(x=x)
+    if scale is None:
+        if granularity not in _SCALE_SHAPES:
+            raise ValueError(f"granularity '{granularity}' is not one of {tuple(_SCALE_SHAPES)}")
+        scale = empty(x, _SCALE_SHAPES[granularity](x), "float32")
+    if out is None:
+        out = empty(x, tuple(x.shape), "float8_e4m3fn")
+    _C.quantize_fp8(x, fp8_bytes(out), scale, backend, stream_of(x, stream))
+    return out, scale
 
 
 # ---- Gated DeltaNet

@@ -9,8 +9,12 @@ head). Forward only: a call that would need gradients raises NotImplementedError
 Arguments that change nothing but speed are accepted: pack_gqa (attnkit packs the GQA group by
 itself), deterministic (the forward is deterministic), scheduler_metadata (attnkit plans on the
 host; get_scheduler_metadata returns an empty tensor). An argument attnkit does not support
-raises NotImplementedError naming it: qv, FP8 inputs and descales, seqused_q, rotary embedding,
-cache_leftpad, sm_margin.
+raises NotImplementedError naming it: qv, seqused_q, rotary embedding, cache_leftpad, sm_margin.
+
+FP8 (float8_e4m3fn) inputs take FlashAttention-3's q_descale / k_descale / v_descale ([B, Hk]
+fp32, 1 when not given) and return bfloat16. Where attnkit has no kernel for an FP8 call yet (today:
+FP8 queries and [B, Hk] descales on a CUDA device) the call raises NotImplementedError saying so;
+an FP8 KV cache under fp16 / bf16 queries runs the decode kernel.
 
 flash_attn_with_kvcache appends k / v (new tokens) to the cache with torch indexing ops before the
 attention kernel runs (attnkit has no fused append yet); positions past the cache's capacity are
@@ -37,11 +41,35 @@ _HALF = (torch.float16, torch.bfloat16)
 def _check(q, k, v):
     if q.dtype not in _HALF or k.dtype not in _HALF or v.dtype not in _HALF:
         for name, t in (("q", q), ("k", k), ("v", v)):
-            if t.dtype.itemsize == 1:
+            if t.dtype.itemsize == 1 and t.dtype != torch.float8_e4m3fn:
                 raise NotImplementedError(f"attnkit.flash_attn_interface: {name} is {t.dtype}; "
-                                          "FP8 attention is not supported yet")
+                                          "FP8 inputs must be float8_e4m3fn")
     if torch.is_grad_enabled():
         _ops.require_no_grad(q, k, v)
+
+
+_ONE = {}
+
+
+def _descale(t, descale, cu_seqlens=None):
+    """The fp32 scale attnkit reads for tensor t: None unless t is FP8 (FlashAttention-3 reads
+    descales only then); FlashAttention-3's [B, Hk] descale, or 1 when not given. A ragged t whose
+    per-token scale shape is also [B, Hk] gets the descale expanded per token, which reads the
+    same."""
+    if t.dtype != torch.float8_e4m3fn:
+        return None
+    if descale is None:
+        one = _ONE.get(t.device)
+        if one is None:
+            one = _ONE[t.device] = torch.ones(1, dtype=torch.float32, device=t.device)
+        return one
+    descale = descale.to(torch.float32).contiguous()
+    if cu_seqlens is not None and t.dim() == 3 and descale.shape == t.shape[:2]:
+        seq = torch.repeat_interleave(torch.arange(cu_seqlens.shape[0] - 1, device=t.device),
+                                      (cu_seqlens[1:] - cu_seqlens[:-1]).to(torch.int64))
+        group = t.shape[1] // descale.shape[1]
+        descale = descale[seq][:, torch.arange(t.shape[1], device=t.device) // group].contiguous()
+    return descale
 
 
 def _int32(t):
@@ -76,8 +104,9 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
     q, k, v = (_ops.last_contiguous(x) for x in (q, k, v))
     _check(q, k, v)
     left, right = _window(window_size, causal)
-    out, lse = _attention(q, k, v, None, None, None, None, None, _sinks(s_aux), None, None, 0, 0,
-                          _scale(softmax_scale, q), left, right, int(attention_chunk),
+    out, lse = _attention(q, k, v, None, None, None, None, None, _sinks(s_aux),
+                          _descale(q, q_descale), _descale(k, k_descale), _descale(v, v_descale),
+                          0, 0, _scale(softmax_scale, q), left, right, int(attention_chunk),
                           float(softcap), int(num_splits), bool(return_attn_probs), True)
     return (out, lse) if return_attn_probs else out
 
@@ -102,7 +131,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     _check(q, k, v)
     left, right = _window(window_size, causal)
     out, lse = _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, None, seqused_k, None,
-                          _sinks(s_aux), None, None, int(max_seqlen_q), int(max_seqlen_k),
+                          _sinks(s_aux), _descale(q, q_descale, cu_seqlens_q),
+                          _descale(k, k_descale, cu_seqlens_k), _descale(v, v_descale, cu_seqlens_k),
+                          int(max_seqlen_q), int(max_seqlen_k),
                           _scale(softmax_scale, q), left, right, int(attention_chunk),
                           float(softcap), int(num_splits), bool(return_attn_probs), True)
     return (out, lse) if return_attn_probs else out
@@ -178,6 +209,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
     if k is not None:
         if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:  # refused before anything is written
             raise ValueError("k_cache and v_cache must have a contiguous last dimension")
+        if k.dtype != k_cache.dtype or v.dtype != v_cache.dtype:  # a cast would drop the scales
+            raise ValueError(f"k / v ({k.dtype}) must have the caches' dtype ({k_cache.dtype}); "
+                             "quantise new tokens into an FP8 cache with attnkit.append_kv_cache")
         _append_kv(k_cache, v_cache, k, v, cache_seqlens, page_table, cache_batch_idx,
                    cu_seqlens_k_new)
         if cu_seqlens_k_new is None:
@@ -203,7 +237,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
 
     left, right = _window(window_size, causal)
     out, lse = _attention(q, k_cache, v_cache, cu_seqlens_q, None, page_table, seqused_k, None,
-                          _sinks(s_aux), None, None, int(max_seqlen_q or 0), int(capacity),
+                          _sinks(s_aux), _descale(q, q_descale, cu_seqlens_q),
+                          _descale(k_cache, k_descale), _descale(v_cache, v_descale),
+                          int(max_seqlen_q or 0), int(capacity),
                           _scale(softmax_scale, q), left, right, int(attention_chunk),
                           float(softcap), int(num_splits), bool(return_softmax_lse), True)
     if not return_softmax_lse:

@@ -14,7 +14,11 @@ import torch
 from torch import Tensor
 
 from . import _C
+from ._arrays import fp8_bytes, torch_exports_fp8
 from ._ops import _state_shape
+
+# torch before DLPack's float8 codes: FP8 tensors go to attnkit as uint8 views (read as e4m3).
+_FP8_AS_BYTES = not torch_exports_fp8()
 
 _cur_stream = torch._C._cuda_getCurrentRawStream if torch.cuda.is_available() else None
 
@@ -34,23 +38,31 @@ def _lse_shapes(q: Tensor, lse_heads_first: bool):
     return (q.shape[1], q.shape[0]), (1, 0)
 
 
+def _out_dtype(q: Tensor) -> torch.dtype:
+    return torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
+
+
 def attention_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
                    cu_seqlens_k: Optional[Tensor], page_table: Optional[Tensor],
                    seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor],
-                   sinks: Optional[Tensor], k_scale: Optional[Tensor], v_scale: Optional[Tensor],
-                   max_seqlen_q: int, max_seqlen_k: int, scale: float, window_left: int,
+                   sinks: Optional[Tensor], q_scale: Optional[Tensor], k_scale: Optional[Tensor],
+                   v_scale: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, scale: float, window_left: int,
                    window_right: int, chunk_size: int, softcap: float, num_splits: int,
                    return_lse: bool, lse_heads_first: bool) -> Tuple[Tensor, Optional[Tensor]]:
-    """(out, lse); lse is None unless return_lse (one allocation less per eager decode call)."""
-    out = q.new_empty(q.shape[:-1] + (v.shape[-1],))
+    """(out, lse); lse is None unless return_lse (one allocation less per eager decode call).
+    out is in q's dtype, bfloat16 for FP8 q (FlashAttention-3's choice)."""
+    out = q.new_empty(q.shape[:-1] + (v.shape[-1],), dtype=_out_dtype(q))
     lse = lse_view = None
     if return_lse:
         shape, perm = _lse_shapes(q, lse_heads_first)
         lse = q.new_empty(shape, dtype=torch.float32)
         lse_view = lse.permute(perm) if perm is not None else lse
+    if _FP8_AS_BYTES:
+        q, k, v = fp8_bytes(q), fp8_bytes(k), fp8_bytes(v)
     _C.attention_forward(q, k, v, out, lse_view, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k,
-                         alibi_slopes, sinks, k_scale, v_scale, max_seqlen_q, max_seqlen_k, scale,
-                         window_left, window_right, chunk_size, softcap, num_splits, "auto",
+                         alibi_slopes, sinks, q_scale, k_scale, v_scale, max_seqlen_q,
+                         max_seqlen_k, scale, window_left, window_right, chunk_size, softcap,
+                         num_splits, "auto",
                          stream(q), False, 0, None)
     return out, lse
 
@@ -59,23 +71,24 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tenso
 def attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
               cu_seqlens_k: Optional[Tensor], page_table: Optional[Tensor],
               seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor], sinks: Optional[Tensor],
-              k_scale: Optional[Tensor], v_scale: Optional[Tensor], max_seqlen_q: int,
+              q_scale: Optional[Tensor], k_scale: Optional[Tensor], v_scale: Optional[Tensor],
+              max_seqlen_q: int,
               max_seqlen_k: int, scale: float, window_left: int, window_right: int,
               chunk_size: int, softcap: float, num_splits: int, return_lse: bool,
               lse_heads_first: bool) -> Tuple[Tensor, Tensor]:
     """attnkit.attention as a torch op: returns (out, lse); lse is empty unless return_lse."""
     out, lse = attention_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k,
-                              alibi_slopes, sinks, k_scale, v_scale, max_seqlen_q, max_seqlen_k,
-                              scale, window_left, window_right, chunk_size, softcap, num_splits,
-                              return_lse, lse_heads_first)
+                              alibi_slopes, sinks, q_scale, k_scale, v_scale, max_seqlen_q,
+                              max_seqlen_k, scale, window_left, window_right, chunk_size, softcap,
+                              num_splits, return_lse, lse_heads_first)
     return out, (lse if lse is not None else q.new_empty((0,), dtype=torch.float32))
 
 
 @attention.register_fake
-def _(q, k, v, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes, sinks, k_scale,
-      v_scale, max_seqlen_q, max_seqlen_k, scale, window_left, window_right, chunk_size, softcap,
-      num_splits, return_lse, lse_heads_first):
-    out = q.new_empty(q.shape[:-1] + (v.shape[-1],))
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes, sinks, q_scale,
+      k_scale, v_scale, max_seqlen_q, max_seqlen_k, scale, window_left, window_right, chunk_size,
+      softcap, num_splits, return_lse, lse_heads_first):
+    out = q.new_empty(q.shape[:-1] + (v.shape[-1],), dtype=_out_dtype(q))
     shape = _lse_shapes(q, lse_heads_first)[0] if return_lse else (0,)
     return out, q.new_empty(shape, dtype=torch.float32)
 
@@ -83,8 +96,8 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, page_table, seqused_k, alibi_slopes, 
 def append_kv_cache_impl(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor,
                          slot_mapping: Tensor, k_scale: Optional[Tensor],
                          v_scale: Optional[Tensor]) -> None:
-    _C.append_kv_cache(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale, "auto", stream(k),
-                       False)
+    _C.append_kv_cache(k, v, fp8_bytes(k_cache), fp8_bytes(v_cache), slot_mapping, k_scale,
+                       v_scale, "auto", stream(k), False)
 
 
 @torch.library.custom_op("attnkit::append_kv_cache",

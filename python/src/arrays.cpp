@@ -25,6 +25,9 @@ bool to_dtype(dl::dtype t, DType* out) {
   else if (code == dl::dtype_code::Bfloat && t.bits == 16) *out = DType::kBFloat16;
   else if (code == dl::dtype_code::Int && t.bits == 32) *out = DType::kInt32;
   else if (t.code == kDLFloat8E4M3Fn && t.bits == 8) *out = DType::kFloat8E4M3;
+  // uint8 holds e4m3 bytes: vLLM keeps FP8 caches as uint8, and numpy and torch before DLPack's
+  // float8 codes cannot export e4m3 otherwise. No attnkit tensor is uint8 in any other sense.
+  else if (code == dl::dtype_code::UInt && t.bits == 8) *out = DType::kFloat8E4M3;
   else return false;
   return true;
 }

@@ -371,6 +371,94 @@ def test_attention_reads_an_fp8_kv_cache(device, kind, hnd):
     assert rel_l2(np64(got), np64(want)) < 1e-2
 
 
+SCALE_SHAPE = {"tensor": lambda x: (1,), "head": lambda x: (x.shape[-2],),
+               "token": lambda x: tuple(x.shape[:-1])}
+
+
+def dequantize(x8, scale):
+    """scale * x8 in fp32, scale of one of quantize_fp8's shapes (trailing dims broadcast)."""
+    s = scale if scale.dim() == x8.dim() - 1 else scale.view(*scale.shape, *([1] * (x8.dim() - 1 - scale.dim())))
+    if scale.numel() == 1:
+        s = scale.view([1] * (x8.dim() - 1))
+    elif scale.dim() == 1:
+        s = scale.view([1] * (x8.dim() - 2) + [-1])
+    return x8.float() * s[..., None]
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "head", "token"])
+def test_quantize_fp8(granularity):
+    """scale = max |x| / 448 over each group, and scale * e4m3 within e4m3's rounding of x."""
+    x = torch.randn(3, 17, 4, 64, dtype=torch.bfloat16) * 3
+    x8, scale = attnkit.quantize_fp8(x, granularity=granularity)
+    assert x8.dtype == torch.float8_e4m3fn and x8.shape == x.shape
+    assert scale.dtype == torch.float32 and scale.shape == SCALE_SHAPE[granularity](x)
+    xf = x.float().abs()
+    amax = {"tensor": lambda: xf.amax().view(1), "head": lambda: xf.amax(dim=(0, 1, 3)),
+            "token": lambda: xf.amax(dim=-1)}[granularity]()
+    torch.testing.assert_close(scale, amax / 448, rtol=1e-6, atol=0)
+    err = (dequantize(x8, scale) - x.float()).abs()
+    # e4m3 keeps 3 mantissa bits: half an ulp is 2^-4 of the value; the smallest normal steps
+    # (2^-9 of the group's scale) bound the subnormal range.
+    full = scale if scale.numel() > 1 else scale.expand(1)
+    bound = x.float().abs() * 2 ** -4 + dequantize(torch.ones_like(x8), full) * 2 ** -9
+    assert bool((err <= bound).all())
+    with pytest.raises(ValueError, match="granularity"):
+        attnkit.quantize_fp8(x, granularity="row")
+
+
+@pytest.mark.parametrize("q_kind", ["tensor", "head", "token"])
+@pytest.mark.parametrize("kv_kind", ["tensor", "head", "token"])
+def test_fp8_attention_matches_the_dequantised_inputs(q_kind, kv_kind):
+    """FP8 Q, K, V (quantize_fp8) with q_scale / k_scale / v_scale equal attention over the
+    dequantised fp32 inputs; the output is bf16 by default."""
+    q = torch.randn(2, 9, 8, 64)
+    k, v = torch.randn(2, 30, 2, 64), torch.randn(2, 30, 2, 64)
+    (q8, qs), (k8, ks), (v8, vs) = (attnkit.quantize_fp8(x, granularity=g)
+                                    for x, g in ((q, q_kind), (k, kv_kind), (v, kv_kind)))
+    got = attnkit.attention(q8, k8, v8, q_scale=qs, k_scale=ks, v_scale=vs, causal=True)
+    assert got.dtype == torch.bfloat16
+    want = attnkit.attention(dequantize(q8, qs), dequantize(k8, ks), dequantize(v8, vs),
+                             causal=True)
+    assert rel_l2(np64(got), np64(want)) < 4e-3  # bf16 rounding of the output
+    assert rel_l2(np64(got), np64(attnkit.attention(q, k, v, causal=True))) < 0.08
+    with pytest.raises(ValueError, match="q_scale"):
+        attnkit.attention(q8, k8, v8, k_scale=ks, v_scale=vs)
+
+
+def test_flash_attn_fp8_descales():
+    """FlashAttention-3's FP8 call: e4m3 q / k / v with [B, Hk] descales (1 where None) read like
+    the dequantised inputs, batched and varlen (a varlen batch whose per-token scale shape equals
+    [B, Hk]); the output is bf16."""
+    b, s, hq, hk, d = 3, 3, 2, 2, 64
+    q, k, v = (torch.randn(b, s, h, d) for h in (hq, hk, hk))
+    desc = [torch.rand(b, hk) * 0.05 + 0.01 for _ in range(3)]
+    q8, k8, v8 = ((x / ds[:, None, :, None].repeat_interleave(x.shape[2] // hk, 2)).to(
+        torch.float8_e4m3fn) for x, ds in zip((q, k, v), desc))
+    deq = [x8.float() * ds[:, None, :, None].repeat_interleave(x8.shape[2] // hk, 2)
+           for x8, ds in zip((q8, k8, v8), desc)]
+    out = fai.flash_attn_func(q8, k8, v8, causal=True, q_descale=desc[0], k_descale=desc[1],
+                              v_descale=desc[2])
+    assert out.dtype == torch.bfloat16
+    want = fai.flash_attn_func(*deq, causal=True)
+    assert rel_l2(np64(out), np64(want)) < 4e-3
+    # Varlen with total_q = B and Hq = Hk, so [B, Hk] is also the per-token shape: sequences of
+    # 0, 2 and 1 queries (row t is not sequence t), each over its 3 keys.
+    cu_q = torch.tensor([0, 0, 2, 3], dtype=torch.int32)
+    cu_k = torch.arange(b + 1, dtype=torch.int32) * s
+    pick = lambda x: torch.cat([x[1, :2], x[2, :1]])  # noqa: E731
+    kv = lambda x: x.reshape(b * s, hk, d)  # noqa: E731
+    out = fai.flash_attn_varlen_func(pick(q8), kv(k8), kv(v8), cu_q, cu_k, 2, s, causal=True,
+                                     q_descale=desc[0], k_descale=desc[1], v_descale=desc[2])
+    want = fai.flash_attn_varlen_func(pick(deq[0]), kv(deq[1]), kv(deq[2]), cu_q, cu_k, 2, s,
+                                      causal=True)
+    assert rel_l2(np64(out), np64(want)) < 4e-3
+    ones = fai.flash_attn_func(q8, k8, v8)
+    torch.testing.assert_close(ones, fai.flash_attn_func(q8.float(), k8.float(), v8.float()).bfloat16(),
+                               rtol=1e-2, atol=1e-2)
+    with pytest.raises(NotImplementedError, match="float8_e4m3fn"):
+        fai.flash_attn_func(q.to(torch.float8_e5m2), k8, v8)
+
+
 # ---------------------------------------------------------------- torch integration
 
 def op_samples(device):
@@ -386,9 +474,8 @@ def op_samples(device):
     h, v_new, _ = torch.ops.attnkit.gdn_state_pass(gk, w, u, g_cum, None, None, 2, False,
                                                     torch.float32)
     return {
-        "attention": (q, k, k, None, None, None, None, None, None, None, None, 0, 0, 0.1, -1, 0, 0,
-                      0.0, 0,
-                      True, True),
+        "attention": (q, k, k, None, None, None, None, None, None, None, None, None, 0, 0, 0.1,
+                      -1, 0, 0, 0.0, 0, True, True),
         "merge_states": (torch.randn(3, 5, 2, d, device=device), torch.randn(3, 5, 2, device=device)),
         "append_kv_cache": (k[0, :3].bfloat16(), k[1, :3].bfloat16(),
                             torch.randn(4, 4, 2, d, device=device, dtype=torch.bfloat16),
