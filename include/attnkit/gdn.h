@@ -100,7 +100,7 @@ struct GdnDecodeArgs {
   //   g[n, hv] = -exp(A_log[hv]) * softplus(a[n, hv] + dt_bias[hv]),
   //   beta[n, hv] = sigmoid(b[n, hv]),
   // softplus(x) = log(1 + exp(x)), taken as x above 20. A_log, dt_bias: fp32 [HV]; a, b: [N, HV],
-  // fp32 or q's dtype. CPU backend only for now.
+  // both fp32 or both q's dtype.
   TensorView A_log, a, dt_bias, b;
 };
 Status gdn_decode_step(const GdnDecodeArgs& args, const ExecOptions& opts = {});

@@ -107,9 +107,6 @@ Status dispatch_decode(const GdnDecodeArgs& a, const GdnDecodeProblem& p,
   bool cpu = false;
   ATTNKIT_RETURN_IF_ERROR(route_cpu(p.device, opts, "gdn_decode_step", &cpu));
   if (cpu) return detail::cpu_gdn_decode_step(a, p, opts);
-  if (p.fused_gating)
-    return Status::Unsupported("gdn_decode_step: fused gating (A_log, a, dt_bias, b) runs on the "
-                               "CPU backend only for now; give g and beta on a CUDA device");
 #ifdef ATTNKIT_WITH_CUDA
   return detail::cuda_gdn_decode_step(a, p, opts);
 #else

@@ -367,7 +367,7 @@ Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnD
     ATTNKIT_RETURN_IF_ERROR(
         check_tensor(a.a, "a", dev, {DType::kFloat32, p->dtype}, {p->N, p->HV}, "([N, HV])"));
     ATTNKIT_RETURN_IF_ERROR(
-        check_tensor(a.b, "b", dev, {DType::kFloat32, p->dtype}, {p->N, p->HV}, "([N, HV])"));
+        check_tensor(a.b, "b", dev, {a.a.dtype}, {p->N, p->HV}, "([N, HV], a's dtype)"));
   } else {
     ATTNKIT_RETURN_IF_ERROR(
         check_tensor(a.g, "g", dev, {DType::kFloat32}, {p->N, p->HV}, "([N, HV])"));

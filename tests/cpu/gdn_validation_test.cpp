@@ -375,7 +375,7 @@ TEST_F(GdnDecodeValidation, PaddingRowsAreSkipped) {
 // Fused gating (gdn.h): the gates from A_log, a, dt_bias and b give what g and beta computed from
 // the same formula in double give, to fp32 rounding; a + dt_bias above 20 takes softplus(x) = x.
 TEST_F(GdnDecodeValidation, FusedGatingMatchesExplicitGates) {
-  Buffer a_log(DType::kFloat32, {2}), dt_bias(DType::kFloat32, {2}), ga(DType::kFloat32, {2, 2}),
+  Buffer a_log(DType::kFloat32, {2}), dt_bias(DType::kFloat32, {2}), ga(DType::kBFloat16, {2, 2}),
       gb(DType::kBFloat16, {2, 2}), g(DType::kFloat32, {2, 2}), beta(DType::kFloat32, {2, 2});
   a_log.from_float({-0.7f, 0.4f});
   dt_bias.from_float({0.3f, -1.1f});
@@ -424,6 +424,11 @@ TEST_F(GdnDecodeValidation, FusedGatingMatchesExplicitGates) {
   GdnDecodeArgs missing = f;
   missing.dt_bias = {};
   expect_invalid(missing, "dt_bias");
+  Buffer b32(DType::kFloat32, {2, 2});  // a and b share a dtype
+  b32.from_float(bb);
+  GdnDecodeArgs mixed = f;
+  mixed.b = b32.view();
+  expect_invalid(mixed, "b has dtype fp32, expected bf16");
 }
 
 TEST_F(GdnDecodeValidation, RepeatedIndex) {

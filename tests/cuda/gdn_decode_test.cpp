@@ -1,7 +1,7 @@
 // Gated DeltaNet decode step on the GPU vs the CPU reference: a pool with scattered slots (untouched
 // slots stay bit-identical), grouped value heads, bf16/fp16/fp32 tokens, q/k/v rows with a stride
 // that is not a multiple of 16 bytes, pool rows padded past V (the padding stays bit-identical), L2
-// norm, and device-side indices that are out of range (those sequences are skipped and get a zero
+// norm, fused gating, and device-side indices that are out of range (those sequences are skipped and get a zero
 // output row). Every case runs on both kernels and on the default choice: the TMA ring of Hopper
 // (ATTNKIT_GDN_DECODE_RING=1: at any batch; by default only from one state per SM), and the
 // register kernel that other GPUs run (ATTNKIT_GDN_NO_WGMMA=1).
@@ -41,12 +41,21 @@ struct DecodeCase {
   bool l2norm;
   int64_t pad = 0;  // pool rows are V + pad floats apart (K + pad when key_last)
   bool key_last = false;  // the pool is [P, HV, V, K], passed as its transposed [P, HV, K, V] view
+  bool fused = false;     // gates from A_log, a, dt_bias, b (a, b in beta_dt) instead of g, beta
   int64_t row() const { return kD + pad; }
   int64_t per_slot() const { return HV * kD * row(); }
 };
 
 struct DecodeInputs {
   Buffer q, k, v, g, beta, pool, idx;
+  Buffer A_log, a, dt_bias, b;  // fused gating only
+
+  // A device copy; the pool is left out (empty) unless with_pool.
+  DecodeInputs on_device(bool with_pool = true) const {
+    auto d = [](const Buffer& x) { return x.data() ? dev(x) : Buffer(); };
+    return {d(q), d(k), d(v), d(g), d(beta), with_pool ? d(pool) : Buffer(), d(idx),
+            d(A_log), d(a), d(dt_bias), d(b)};
+  }
 };
 
 DecodeInputs make_inputs(const DecodeCase& c, const std::vector<int32_t>& slots, std::mt19937_64& rng) {
@@ -57,9 +66,23 @@ DecodeInputs make_inputs(const DecodeCase& c, const std::vector<int32_t>& slots,
   testkit::fill_normal(in.k, rng, 0.f, c.l2norm ? 1.f : 0.09f);
   in.v = Buffer(c.dt, {c.N, c.HV, kD});
   testkit::fill_normal(in.v, rng);
-  in.g = random_gates({c.N, c.HV}, rng, -1.f, 0.f);
-  in.beta = Buffer(c.beta_dt, {c.N, c.HV});
-  testkit::fill_uniform(in.beta, rng, 0.05f, 1.f);
+  if (c.fused) {  // a + dt_bias on both sides of softplus's switch at 20
+    in.A_log = Buffer(DType::kFloat32, {c.HV});
+    testkit::fill_uniform(in.A_log, rng, -3.f, 1.f);
+    in.dt_bias = Buffer(DType::kFloat32, {c.HV});
+    testkit::fill_normal(in.dt_bias, rng);
+    in.a = Buffer(c.beta_dt, {c.N, c.HV});
+    testkit::fill_normal(in.a, rng, 0.f, 2.f);
+    std::vector<float> a = in.a.to_float();
+    for (size_t i = 0; i < a.size(); i += 5) a[i] = 21.f + static_cast<float>(i % 3);
+    in.a.from_float(a);
+    in.b = Buffer(c.beta_dt, {c.N, c.HV});
+    testkit::fill_normal(in.b, rng, 0.f, 2.f);
+  } else {
+    in.g = random_gates({c.N, c.HV}, rng, -1.f, 0.f);
+    in.beta = Buffer(c.beta_dt, {c.N, c.HV});
+    testkit::fill_uniform(in.beta, rng, 0.05f, 1.f);
+  }
   in.pool = Buffer(DType::kFloat32, {c.P, c.HV, kD, c.row()});
   testkit::fill_normal(in.pool, rng, 0.f, 0.5f);
   in.idx = Buffer(DType::kInt32, {c.N});
@@ -83,8 +106,13 @@ GdnDecodeArgs args_of(const DecodeInputs& in, const DecodeCase& c, const Buffer&
   a.q = in.q.view();
   a.k = in.k.view();
   a.v = in.v.view();
-  a.g = in.g.view();
-  a.beta = in.beta.view();
+  auto view = [](const Buffer& x) { return x.data() ? x.view() : TensorView{}; };
+  a.g = view(in.g);
+  a.beta = view(in.beta);
+  a.A_log = view(in.A_log);
+  a.a = view(in.a);
+  a.dt_bias = view(in.dt_bias);
+  a.b = view(in.b);
   a.state_pool = pool_view(pool, c);
   a.state_indices = idx.view();
   a.o = o.view();
@@ -120,7 +148,7 @@ void run_case(const DecodeCase& c, const std::vector<int32_t>& slots, uint64_t s
 
   for (const auto& kernel : kKernels) {
     with_kernel(kernel, [&] {
-      DecodeInputs d{dev(h.q), dev(h.k), dev(h.v), dev(h.g), dev(h.beta), dev(h.pool), dev(h.idx)};
+      DecodeInputs d = h.on_device();
       Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
       const Status st = gdn_decode_step(args_of(d, c, d.pool, d.idx, o));
       ASSERT_TRUE(st.ok()) << st.message();
@@ -197,7 +225,7 @@ TEST(GdnDecodeCuda, StridedRows) {
     return make_view(w.data(), c.dt, {c.N, heads, kD}, {heads * kWide, kWide, 1}, w.device());
   };
   const Buffer qw = widen(h.q, c.H), kw = widen(h.k, c.H), vw = widen(h.v, c.HV);
-  const DecodeInputs d{dev(h.q), dev(h.k), dev(h.v), dev(h.g), dev(h.beta), Buffer(), dev(h.idx)};
+  const DecodeInputs d = h.on_device(false);
   for (const auto& kernel : kKernels) {
     with_kernel(kernel, [&] {
       Buffer pool = dev(h.pool);
@@ -238,8 +266,18 @@ void run_skipping_case(const DecodeCase& c, const std::vector<int32_t>& slots, u
     r.from_float(y);
     return r;
   };
-  DecodeInputs hvalid{gather(h.q, {cv.N, c.H, kD}), gather(h.k, {cv.N, c.H, kD}), gather(h.v, {cv.N, c.HV, kD}),
-                  gather(h.g, {cv.N, c.HV}), gather(h.beta, {cv.N, c.HV}), Buffer(), Buffer(DType::kInt32, {cv.N})};
+  DecodeInputs hvalid{gather(h.q, {cv.N, c.H, kD}), gather(h.k, {cv.N, c.H, kD}),
+                      gather(h.v, {cv.N, c.HV, kD})};
+  hvalid.idx = Buffer(DType::kInt32, {cv.N});
+  if (c.fused) {
+    hvalid.a = gather(h.a, {cv.N, c.HV});
+    hvalid.b = gather(h.b, {cv.N, c.HV});
+    hvalid.A_log = h.A_log.to(cpu());
+    hvalid.dt_bias = h.dt_bias.to(cpu());
+  } else {
+    hvalid.g = gather(h.g, {cv.N, c.HV});
+    hvalid.beta = gather(h.beta, {cv.N, c.HV});
+  }
   std::vector<int32_t> valid_slots;
   for (int64_t n : valid) valid_slots.push_back(slots[n]);
   hvalid.idx.from_int(valid_slots);
@@ -252,7 +290,7 @@ void run_skipping_case(const DecodeCase& c, const std::vector<int32_t>& slots, u
 
   for (const auto& kernel : kKernels) {
     with_kernel(kernel, [&] {
-      DecodeInputs d{dev(h.q), dev(h.k), dev(h.v), dev(h.g), dev(h.beta), dev(h.pool), dev(h.idx)};
+      DecodeInputs d = h.on_device();
       Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
       ASSERT_TRUE(gdn_decode_step(args_of(d, c, d.pool, d.idx, o)).ok());
       testkit::cuda_synchronize();
@@ -294,6 +332,33 @@ TEST(GdnDecodeCuda, KeyLastPoolFp16PaddedRows) {
 TEST(GdnDecodeCuda, KeyLastPoolSkipsPaddingSlots) {
   run_skipping_case(key_last({6, 1, 2, 8, DType::kBFloat16, DType::kBFloat16, true}),
                     {3, -1, 1, 9, 0, 6}, 33);
+}
+
+// Fused gating (g and beta from A_log, a, dt_bias, b), on every kernel and both pool layouts.
+DecodeCase fused(DecodeCase c) {
+  c.fused = true;
+  return c;
+}
+
+TEST(GdnDecodeCuda, FusedGatingBf16) {
+  std::vector<int32_t> slots(32);
+  for (int i = 0; i < 32; ++i) slots[i] = (i * 7) % 40;
+  run_case(fused({32, 4, 8, 40, DType::kBFloat16, DType::kBFloat16, true}), slots, 41);
+}
+TEST(GdnDecodeCuda, FusedGatingFp32GatesManyItems) {
+  std::vector<int32_t> slots(256);
+  for (int i = 0; i < 256; ++i) slots[i] = (i * 37) % 260;
+  run_case(fused({256, 2, 8, 260, DType::kBFloat16, DType::kFloat32, false}), slots, 42);
+}
+TEST(GdnDecodeCuda, FusedGatingKeyLastPoolWithPadding) {
+  run_case(fused(key_last({5, 2, 4, 9, DType::kFloat16, DType::kFloat16, true})), {7, 2, 5, 0, 8},
+           43);
+  run_skipping_case(fused(key_last({6, 1, 2, 8, DType::kBFloat16, DType::kBFloat16, true})),
+                    {3, -1, 1, 9, 0, 6}, 44);
+}
+TEST(GdnDecodeCuda, FusedGatingSkipsPaddingSlots) {
+  run_skipping_case(fused({4, 1, 2, 5, DType::kBFloat16, DType::kFloat32, false}), {3, -1, 1, 8},
+                    45);
 }
 
 TEST(GdnDecodeCuda, OutOfRangeDeviceIndexSkipsSequence) {

@@ -39,7 +39,8 @@ struct Item {
   bool valid;       // slot inside the pool
   float4 s[kRowsPerThread];
   float q, k;       // threads < 128: element tid of q / k
-  float v, g, beta; // threads < 32: column tid of v; g and beta of the head
+  float v;          // threads < kBV: column tid of v
+  GateIn gate;      // threads < kBV: the head's gate inputs
 };
 
 // The pool slot of an item's sequence; loaded one item ahead of fetch() so that the state loads,
@@ -76,8 +77,7 @@ __device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t s
   }
   if (tid < kBV) {
     it->v = ld_typed<T>(p.v.p, n * p.v.sb + hv * p.v.sh + it->vb * kBV + tid);
-    it->g = ld_typed<float>(p.g.p, n * p.g.sb + hv * p.g.sh);
-    it->beta = ld_typed<TB>(p.beta.p, n * p.beta.sb + hv * p.beta.sh);
+    it->gate = load_gates<TB>(p, n, hv);
   }
 }
 
@@ -147,7 +147,8 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
       }
       __syncthreads();
       if (tid < kBV) {
-        const float decay = __expf(cur.g);
+        const float2 gates = step_gates(p, cur.gate);
+        const float decay = gates.x;
         float kv = 0.f, sq = 0.f;
 #pragma unroll
         for (int w = 0; w < kThreads / 32; ++w) {
@@ -156,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, kBV == 32 ? 4 : 2) decode_kernel(Dec
         }
         kv *= kscale * decay;
         sq *= qscale;
-        const float vd = cur.beta * (cur.v - kv);
+        const float vd = gates.y * (cur.v - kv);
         vdelta[tid] = vd;
         dots[0][0] = decay;  // read after the barrier below, by which all dots reads are done
         static_cast<T*>(p.o.p)[o_off + tid] = from_f<T>(p.scale * (decay * sq + qk * vd));

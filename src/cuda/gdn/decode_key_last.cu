@@ -53,8 +53,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_key_last_kernel(DecodePara
     q[e] = ld_typed<T>(p.q.p, n * p.q.sb + hq * p.q.sh + 4 * lane + e);
     k[e] = ld_typed<T>(p.k.p, n * p.k.sb + hq * p.k.sh + 4 * lane + e);
   }
-  const float decay = __expf(ld_typed<float>(p.g.p, n * p.g.sb + hv * p.g.sh));
-  const float beta = ld_typed<TB>(p.beta.p, n * p.beta.sb + hv * p.beta.sh);
+  const float2 gates = step_gates(p, load_gates<TB>(p, n, hv));
+  const float decay = gates.x, beta = gates.y;
   float qscale = 1.f, kscale = 1.f;
   if (p.l2norm) {
     qscale = rsqrtf(warp_sum(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]) + 1e-6f);

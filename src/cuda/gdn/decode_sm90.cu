@@ -68,7 +68,7 @@ struct Tokens {
   int32_t ahead_slot;  // warp 0: the pool slot of the item kStages later (its copy's source)
   float q[4], k[4];    // elements lane + 32 m: every warp holds the whole q and k head vectors
   float v[4];          // the thread's 4 columns
-  float g, beta;
+  GateIn gate;
 };
 
 template <class C>
@@ -94,8 +94,7 @@ __device__ __forceinline__ void load_tokens(const DecodeParams& p, int item, int
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) t->v[j] = ld_typed<T>(p.v.p, n * p.v.sb + hv * p.v.sh + vb * C::kCols + cg * 4 + j);
-  t->g = ld_typed<float>(p.g.p, n * p.g.sb + hv * p.g.sh);
-  t->beta = ld_typed<TB>(p.beta.p, n * p.beta.sb + hv * p.beta.sh);
+  t->gate = load_gates<TB>(p, n, hv);
 }
 
 // The item's state slice in the pool (slot valid).
@@ -203,11 +202,12 @@ __device__ __forceinline__ void step(const DecodeParams& p, RingSmem<C>& sm, int
       kv[0] += a.x, kv[1] += a.y, kv[2] += a.z, kv[3] += a.w;
       sq[0] += b.x, sq[1] += b.y, sq[2] += b.z, sq[3] += b.w;
     }
-    const float decay = __expf(cur.g);
+    const float2 gates = step_gates(p, cur.gate);
+    const float decay = gates.x;
     float vd[4];
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      vd[c] = cur.beta * (cur.v[c] - kv[c] * kscale * decay);
+      vd[c] = gates.y * (cur.v[c] - kv[c] * kscale * decay);
       if (rg == 0) static_cast<T*>(p.o.p)[o_off + c] = from_f<T>(p.scale * (decay * sq[c] * qscale + qk * vd[c]));
     }
     float* out = slice_ptr<C>(p, item, cur.slot) + cg * 4;

@@ -57,6 +57,28 @@ auto with_decode_types(const DecodeParams& p, Fn&& fn) {
   return by_beta(__nv_bfloat16{});
 }
 
+// The decode step's gate inputs for (n, hv), loaded early: g and beta, or under fused gating
+// a, b, A_log and dt_bias. step_gates turns them into (exp(g), beta) where they are used, so the
+// kernels that prefetch the next item wait for these loads only there.
+struct GateIn {
+  float x, y;               // g and beta, or a and b
+  float a_log = 0.f, dt_bias = 0.f;
+};
+template <typename TB>
+__device__ __forceinline__ GateIn load_gates(const DecodeParams& p, int64_t n, int hv) {
+  const float y = ld_typed<TB>(p.beta.p, n * p.beta.sb + hv * p.beta.sh);
+  if (!p.fused_gating) return {ld_typed<float>(p.g.p, n * p.g.sb + hv * p.g.sh), y};
+  return {ld_typed<TB>(p.a.p, n * p.a.sb + hv * p.a.sh), y, p.A_log[hv], p.dt_bias[hv]};
+}
+// (decay, beta) of the step: g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b) under fused
+// gating, softplus taken as linear above 20 (gdn.h).
+__device__ __forceinline__ float2 step_gates(const DecodeParams& p, const GateIn& in) {
+  if (!p.fused_gating) return {__expf(in.x), in.y};
+  const float x = in.x + in.dt_bias;
+  const float softplus = x > 20.f ? x : log1pf(expf(x));
+  return {__expf(-expf(in.a_log) * softplus), 1.f / (1.f + expf(-in.y))};
+}
+
 // The decode step's two column reductions, S^T k and S^T q, over a state slice held as float4
 // rows: each thread adds its rows into four columns' partials (add_state_row), then the lanes that
 // hold the same columns, kColGroups apart in the warp, sum their partials (sum_over_row_lanes).

@@ -473,11 +473,19 @@ Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, c
   dp.q = tok(a.q);
   dp.k = tok(a.k);
   dp.v = tok(a.v);
-  dp.g = tok(a.g);
-  dp.beta = tok(a.beta);
   dp.o = tok(a.o);
+  dp.fused_gating = p.fused_gating;
+  if (p.fused_gating) {  // b in beta's place: the kernels' beta type is b's (a has it too)
+    dp.a = tok(a.a);
+    dp.beta = tok(a.b);
+    dp.A_log = static_cast<const float*>(a.A_log.data);
+    dp.dt_bias = static_cast<const float*>(a.dt_bias.data);
+  } else {
+    dp.g = tok(a.g);
+    dp.beta = tok(a.beta);
+  }
   // Decode tensors are [N, heads, (inner)]: the head stride is dim 1.
-  for (Tok* t : {&dp.q, &dp.k, &dp.v, &dp.g, &dp.beta, &dp.o}) {
+  for (Tok* t : {&dp.q, &dp.k, &dp.v, &dp.g, &dp.beta, &dp.a, &dp.o}) {
     t->sh = t->st;
     t->st = 0;
   }

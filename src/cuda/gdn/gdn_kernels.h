@@ -56,6 +56,11 @@ struct SeqArgs {
 
 struct DecodeParams {
   Tok q, k, v, g, beta, o;   // sb = per-sequence stride, st unused
+  // Fused gating (gdn.h): beta holds b and `a` has b's dtype; A_log and dt_bias are fp32 [HV].
+  bool fused_gating = false;
+  Tok a;
+  const float* A_log = nullptr;
+  const float* dt_bias = nullptr;
   StateT pool;               // [P, HV, K, V] fp32
   const int32_t* indices = nullptr;
   int64_t idx_stride = 1;
