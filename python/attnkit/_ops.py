@@ -220,8 +220,8 @@ def gdn_decode_step(q, k, v, g, beta, state_pool, state_indices, *, scale=None,
     dtype.
 
     Fused gating (vLLM / SGLang's decode): pass g = beta = None and the layer's A_log, dt_bias
-    (fp32 [HV]) and a, b ([N, HV]): g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b).
-    CPU backend only for now."""
+    (fp32 [HV]) and a, b ([N, HV], one dtype): g = -exp(A_log) softplus(a + dt_bias),
+    beta = sigmoid(b), computed inside the kernel."""
     _arrays(q=q, v=v)
     if out is None:
         out = empty(q, tuple(v.shape))
