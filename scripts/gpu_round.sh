@@ -13,8 +13,9 @@
 #           attnkit's drop-in modules (needs the fetched tests in .peer/, and einops / fla-core)
 #   sanitize  scripts/sanitize.sh: compute-sanitizer memcheck / racecheck / synccheck on small
 #           cases of every kernel family
-#   tma     (not in the default list) the Hopper TMA decode kernel, which the planner does not pick
-#           yet: its GPU tests, then the decode set with --decode-kernel sm90tma beside the anchors
+#   tma     (not in the default list) the Hopper TMA decode kernel: its GPU tests, the decode set
+#           on the thread-copy kernel (--decode-kernel threads) and on the TMA kernel beside the
+#           anchors (the bench phase runs the planner's own choice)
 #   bench   bench/compare.py: attnkit bench and the anchors (cuDNN, FA2, fla) in the same run, and
 #           bench/plot_results.py's plot of it (compare/results.png) where matplotlib is installed
 #   stages  bench/gdn_bench: Gated DeltaNet per stage (chunk output and decode against the bytes
@@ -176,7 +177,8 @@ fi
 if want tma; then
   if [ -x "$BIN" ]; then
     phase tma "${GPU_ROUND_TMA_TIMEOUT:-900}" bash -c "$BUILD_DIR/tests/attnkit_cuda_tests \
-      --gtest_filter='Sm90Decode*' && '$BIN' bench --shapes decode --decode-kernel sm90tma \
+      --gtest_filter='Sm90Decode*' && '$BIN' bench --shapes decode --decode-kernel threads \
+      --json '$LOGS/threads.json' && '$BIN' bench --shapes decode --decode-kernel sm90tma \
       --json '$LOGS/tma.json' && python3 bench/compare.py --attnkit '$BIN' --shapes decode \
       --attnkit-json '$LOGS/tma.json' --out '$LOGS/compare_tma'"
   else

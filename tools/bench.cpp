@@ -51,7 +51,7 @@ struct Env {
   Backend backend = Backend::kAuto;
   int warmup = 0, repeats = 0, threads = 0;
   int num_splits = 0;  // attention's AttentionArgs::num_splits (0: the planner decides)
-  bool decode_tma = false;  // decode plans name the Hopper (TMA) decode kernel
+  std::string decode_kernel = "auto";  // auto | sm90tma | threads: --decode-kernel
   int64_t l2_bytes = 0;
 };
 
@@ -114,6 +114,9 @@ GdnCase gdn_decode(int n) {
 }
 
 // The shape sets shape_set knows, in the order --help and the error message list them.
+// The plan-name suffix of the Hopper (TMA) decode kernel (portable_dispatch.cu).
+constexpr const char* kTmaPlanSuffix = "+sm90tma";
+
 constexpr const char* kShapeSets[] = {"default", "fa3",    "varlen", "paged", "dims",
                                       "splitkv", "decode", "fp8kv",  "gdn"};
 
@@ -331,11 +334,14 @@ Result run_attention(const AttnCase& case_in, const Env& env, std::mt19937_64& r
   AttentionPlan plan;
   r.status = plan_attention(sets[0].args(c), opts, &plan);
   if (!r.status.ok()) return r;
-  // The Hopper decode kernel is not yet the planner's pick: asked for through the plan, as a
-  // caller may (the run refuses tensors it cannot read, naming why).
-  if (env.decode_tma && plan.kernel.find("_decode") != std::string::npos &&
-      plan.kernel.find("+sm90tma") == std::string::npos)
-    plan.kernel += "+sm90tma";
+  // A decode kernel other than the planner's pick, asked for through the plan as a caller may
+  // (the run refuses tensors the Hopper kernel cannot read, naming why).
+  const size_t tma_at = plan.kernel.find(kTmaPlanSuffix);
+  if (plan.kernel.find("_decode") != std::string::npos) {
+    if (env.decode_kernel == "sm90tma" && tma_at == std::string::npos) plan.kernel += kTmaPlanSuffix;
+    if (env.decode_kernel == "threads" && tma_at != std::string::npos)
+      plan.kernel.erase(tma_at, std::string(kTmaPlanSuffix).size());
+  }
   r.kernel = plan.kernel + (plan.num_splits > 1 ? " x" + std::to_string(plan.num_splits) : "");
   // As an engine runs it: the plan's workspace allocated once, not by the library on every call.
   testkit::Buffer workspace;
@@ -514,8 +520,8 @@ Flags make_flags() {
            "attention split-KV count for every shape (0 = the planner decides; capped as "
            "num_splits is)")
       .add("decode-kernel", FlagType::kString, "auto",
-           "auto | sm90tma: decode plans run the Hopper (TMA) decode kernel, which the planner "
-           "does not pick yet")
+           "auto | sm90tma | threads: decode plans as the planner makes them, or always on the "
+           "Hopper (TMA) decode kernel, or always on the decode kernel's thread copies")
       .add("threads", FlagType::kInt, "0", "CPU backend threads (0 = all cores)")
       .add("seed", FlagType::kInt, "1", "random seed for the inputs");
   return f;
@@ -531,11 +537,12 @@ int bench_main(const std::vector<std::string>& args) {
     std::fprintf(stderr, "attnkit bench: --backend must be auto, cpu, cuda-portable or cuda-sm90\n");
     return kExitUsage;
   }
-  if (f.str("decode-kernel") != "auto" && f.str("decode-kernel") != "sm90tma") {
-    std::fprintf(stderr, "attnkit bench: --decode-kernel must be auto or sm90tma\n");
+  env.decode_kernel = f.str("decode-kernel");
+  if (env.decode_kernel != "auto" && env.decode_kernel != "sm90tma" &&
+      env.decode_kernel != "threads") {
+    std::fprintf(stderr, "attnkit bench: --decode-kernel must be auto, sm90tma or threads\n");
     return kExitUsage;
   }
-  env.decode_tma = f.str("decode-kernel") == "sm90tma";
   std::vector<std::string> sets;
   {
     std::stringstream ss(f.str("shapes"));

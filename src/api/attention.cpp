@@ -41,8 +41,10 @@ Status plan_for(const AttentionArgs& args, const AttnProblem& prob, const ExecOp
     if (opts.backend == Backend::kCudaSm90) return s;
   }
   ATTNKIT_RETURN_IF_ERROR(detail::portable_attention_supports(args, prob));
-  return detail::portable_attention_plan(
-      args, prob, dev, plan, detail::kHopperDecodeByDefault && opts.backend == Backend::kAuto);
+  return detail::portable_attention_plan(args, prob, dev, plan,
+                                         opts.backend == Backend::kAuto
+                                             ? detail::HopperDecode::kWherePays
+                                             : detail::HopperDecode::kNever);
 #else
   (void)args;
   return Status::Unsupported("this attnkit build has no CUDA support; tensors must be on the CPU");

@@ -27,14 +27,14 @@ Status cuda_device_info(int device, CudaDeviceInfo* info);
 // ---- Portable sm_80+ kernels (src/cuda/attention/portable)
 // OK when a kernel instantiation serves the problem; otherwise Unsupported saying why.
 Status portable_attention_supports(const AttentionArgs& args, const AttnProblem& prob);
-// hopper_decode: on a Hopper GPU, plan decode on the TMA variant of the decode kernel where it
-// reads the cache (kernel suffix +sm90tma). plan_attention asks for it with ExecOptions::backend
-// auto when kHopperDecodeByDefault is set; it is not yet: the kernel has not passed the GPU suite
-// (issue #34), so only plans made with hopper_decode (tests/cuda/sm90_decode_test.cpp) run it.
+// Where a decode plan on a Hopper GPU takes the TMA variant of the decode kernel (kernel suffix
+// +sm90tma), when TMA can read the cache: never, where it pays (tma_decode_pays in
+// portable/planner.h: what plan_attention asks for with ExecOptions::backend auto), or always
+// (tests, and `attnkit bench --decode-kernel sm90tma`).
+enum class HopperDecode { kNever, kWherePays, kAlways };
 Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& prob,
                                const CudaDeviceInfo& dev, AttentionPlan* plan,
-                               bool hopper_decode = false);
-inline constexpr bool kHopperDecodeByDefault = false;
+                               HopperDecode hopper_decode = HopperDecode::kNever);
 Status portable_attention_forward(const AttentionArgs& args, const AttnProblem& prob,
                                   const ExecOptions& opts, const AttentionPlan& plan);
 Status cuda_merge_states(const MergeStatesArgs& args, const MergeProblem& prob,

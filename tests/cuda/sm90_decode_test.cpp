@@ -23,13 +23,15 @@ bool has(const std::string& s, const char* what) { return s.find(what) != std::s
 
 ExecOptions auto_opts() { return ExecOptions{}; }
 
-// The plan the dispatcher makes with the Hopper decode kernel allowed.
-Status plan_hopper_decode(const AttnData& d, AttentionPlan* plan) {
+// The plan the dispatcher makes with the Hopper decode kernel allowed, validated with the call's
+// options (with validate_device_indices the exact max_seqlen_q, which picks decode over prefill).
+Status plan_hopper_decode(const AttnData& d, AttentionPlan* plan, const ExecOptions& opts) {
   detail::AttnProblem prob;
-  ATTNKIT_RETURN_IF_ERROR(detail::validate_attention(d.args(), auto_opts(), &prob));
+  ATTNKIT_RETURN_IF_ERROR(detail::validate_attention(d.args(), opts, &prob));
   detail::CudaDeviceInfo dev;
   ATTNKIT_RETURN_IF_ERROR(detail::cuda_device_info(prob.device.index, &dev));
-  return detail::portable_attention_plan(d.args(), prob, dev, plan, /*hopper_decode=*/true);
+  return detail::portable_attention_plan(d.args(), prob, dev, plan,
+                                         detail::HopperDecode::kAlways);
 }
 
 GpuRun run_tma(const AttnCase& c, ExecOptions opts = auto_opts()) {
@@ -39,7 +41,9 @@ GpuRun run_tma(const AttnCase& c, ExecOptions opts = auto_opts()) {
     else
       poison_unused_kv(d);
   };
-  GpuRun r = run_on_gpu(c, opts, poison, plan_hopper_decode);
+  GpuRun r = run_on_gpu(c, opts, poison, [&](const AttnData& d, AttentionPlan* plan) {
+    return plan_hopper_decode(d, plan, opts);
+  });
   EXPECT_EQ(r.plan.backend, Backend::kCudaPortable);
   EXPECT_TRUE(has(r.plan.kernel, "+sm90tma")) << r.plan.kernel;
   return r;
@@ -176,12 +180,14 @@ TEST(Sm90Decode, PortableWhereTmaDoesNotApply) {
     c.kv = KvKind::kPaged;
     c.page_size = ps;
     SCOPED_TRACE(c.str());
-    GpuRun r = run_on_gpu(c, auto_opts(), nullptr, plan_hopper_decode);
+    GpuRun r = run_on_gpu(c, auto_opts(), nullptr, [](const AttnData& d, AttentionPlan* plan) {
+      return plan_hopper_decode(d, plan, auto_opts());
+    });
     EXPECT_EQ(has(r.plan.kernel, "+sm90tma"), ps == 16) << r.plan.kernel;
     EXPECT_TRUE(has(r.plan.kernel, "_decode16")) << r.plan.kernel;
     expect_gpu_matches(r);
     AttentionPlan tma_plan;
-    ASSERT_TRUE(plan_hopper_decode(r.dev, &tma_plan).ok());
+    ASSERT_TRUE(plan_hopper_decode(r.dev, &tma_plan, auto_opts()).ok());
     if (ps != 16) {
       tma_plan.kernel += "+sm90tma";
       const Status st = attention_forward(r.dev.args(), auto_opts(), &tma_plan);

@@ -41,4 +41,14 @@ inline bool decode_l2_stream(int64_t kv_bytes, int64_t l2_bytes) {
   return l2_bytes > 0 && kv_bytes <= 8 * l2_bytes;
 }
 
+// Whether a decode call is better served by the Hopper (TMA) decode kernel than by the decode
+// kernel's thread copies: where each split reads at least kTmaDecodeMinKeys keys. Below that the
+// TMA ring's fill, paid once per split, outweighs its faster streaming (the cut is measured:
+// bench/RESULTS.md).
+inline constexpr int kTmaDecodeMinKeys = 4096;
+inline bool tma_decode_pays(int max_seqlen_k, int splits) {
+  const int64_t s = splits > 1 ? splits : 1;
+  return (int64_t{max_seqlen_k} + s - 1) / s >= kTmaDecodeMinKeys;
+}
+
 }  // namespace attnkit::detail

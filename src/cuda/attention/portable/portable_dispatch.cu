@@ -344,7 +344,8 @@ Status portable_attention_supports(const AttentionArgs& args, const AttnProblem&
 }
 
 Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& prob,
-                               const CudaDeviceInfo& dev, AttentionPlan* plan, bool hopper_decode) {
+                               const CudaDeviceInfo& dev, AttentionPlan* plan,
+                               HopperDecode hopper_decode) {
   if (dev.cc_major < 8)
     return Status::Unsupported("portable CUDA attention needs compute capability 8.0 or newer");
   const Variant* v = find_variant(prob);
@@ -390,7 +391,10 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   const bool l2stream = v->launch_l2stream != nullptr &&
                         decode_l2_stream(kv_bytes_bound(prob), dev.l2_bytes);
   // Hopper: the TMA decode kernel where it reads this cache.
-  const bool tma = hopper_decode && dev.cc_major == 9 && find_tma(*v) != nullptr &&
+  const bool wanted = hopper_decode == HopperDecode::kAlways ||
+                     (hopper_decode == HopperDecode::kWherePays &&
+                      tma_decode_pays(prob.max_seqlen_k, splits));
+  const bool tma = wanted && dev.cc_major == 9 && find_tma(*v) != nullptr &&
                    tma_refusal(make_params(args, prob)).empty();
   plan->kernel = std::string(v->name) + (l2stream ? kL2StreamSuffix : "") +
                  (tma ? kTmaSuffix : "") + (compact ? kCompactSuffix : "") +
