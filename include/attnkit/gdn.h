@@ -82,9 +82,13 @@ Status gdn_chunk_output(const GdnOutputArgs& args, const ExecOptions& opts = {})
 // Number of 64-token chunks in the batch (the first dim of h).
 Status gdn_num_chunks(const TensorView& q, const TensorView& cu_seqlens, int64_t* num_chunks);
 
-// ---- Decode: one token per sequence against a pool of states, updated in place.
+// ---- Decode: new tokens per sequence against a pool of states, updated in place.
+// One token per sequence (q [N, H, K]), or T tokens per sequence (q [N, T, H, K]: speculative
+// verification), run in order: state_pool[slot] goes through token 0, 1, .., T-1 of sequence n.
+// The shapes below are the one-token ones; with T tokens every per-token tensor gains T as its
+// second dimension (v [N, T, HV, V], g / beta / a / b [N, T, HV], o [N, T, HV, V]).
 struct GdnDecodeArgs {
-  TensorView q, k;           // [N, H, K]
+  TensorView q, k;           // [N, H, K] or [N, T, H, K]
   TensorView v;              // [N, HV, V]
   TensorView g, beta;        // [N, HV]; g fp32, beta fp32 or q's dtype (or the fused gating below)
   TensorView state_pool;     // fp32 [P, HV, K, V], read and written in place; apart from the rest
@@ -102,6 +106,15 @@ struct GdnDecodeArgs {
   // softplus(x) = log(1 + exp(x)), taken as x above 20. A_log, dt_bias: fp32 [HV]; a, b: [N, HV],
   // both fp32 or both q's dtype.
   TensorView A_log, a, dt_bias, b;
+  // Optional output, fp32 [N, T, HV, K, V] (T = 1 for one-token q), any strides with the last two
+  // dims as the pool allows (key-last passed transposed): the state after each token,
+  // step_states[n, t] = S after token t, so that an engine can keep the state of the accepted
+  // prefix of speculative tokens. Rows of padding sequences are not written.
+  TensorView step_states;
+  // false: state_pool is read and left unchanged (the engine commits a step of step_states).
+  // CUDA: one token per sequence with update_pool and no step_states, for now; the rest runs on
+  // the CPU backend.
+  bool update_pool = true;
 };
 Status gdn_decode_step(const GdnDecodeArgs& args, const ExecOptions& opts = {});
 

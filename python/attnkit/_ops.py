@@ -209,8 +209,8 @@ def gdn_recurrent_forward(q, k, v, g, beta, *, scale=None, initial_state=None,
 def gdn_decode_step(q, k, v, g, beta, state_pool, state_indices, *, scale=None,
                     use_qk_l2norm=False, out=None, backend="auto", stream=None,
                     validate_indices=False, cpu_threads=0, A_log=None, a=None, dt_bias=None,
-                    b=None):
-    """One Gated DeltaNet token per sequence against a pool of states, updated in place
+                    b=None, step_states=None, update_pool=True):
+    """New Gated DeltaNet tokens per sequence against a pool of states, updated in place
     (attnkit::gdn_decode_step).
 
     q, k [N, H, K]; v [N, HV, V]; g fp32 and beta [N, HV]; state_pool fp32 [P, HV, K, V] (or the
@@ -221,13 +221,19 @@ def gdn_decode_step(q, k, v, g, beta, state_pool, state_indices, *, scale=None,
 
     Fused gating (vLLM / SGLang's decode): pass g = beta = None and the layer's A_log, dt_bias
     (fp32 [HV]) and a, b ([N, HV], one dtype): g = -exp(A_log) softplus(a + dt_bias),
-    beta = sigmoid(b), computed inside the kernel."""
+    beta = sigmoid(b), computed inside the kernel.
+
+    Several tokens per sequence (speculative verification): q, k [N, T, H, K] and every per-token
+    tensor with T as its second dimension (v [N, T, HV, V], g / beta / a / b [N, T, HV]; o
+    [N, T, HV, V]), run in order. step_states (fp32 [N, T, HV, K, V], written; key-last through a
+    transposed view) receives the state after each token; update_pool=False leaves the pool as it
+    was, for the engine to commit the accepted step. CPU backend only for now."""
     _arrays(q=q, v=v)
     if out is None:
         out = empty(q, tuple(v.shape))
     _C.gdn_decode_step(q, k, v, g, beta, state_pool, state_indices, out, float(scale or 0.0),
                        bool(use_qk_l2norm), backend, stream_of(q, stream), bool(validate_indices),
-                       int(cpu_threads), A_log, a, dt_bias, b)
+                       int(cpu_threads), A_log, a, dt_bias, b, step_states, bool(update_pool))
     return out
 
 

@@ -131,7 +131,8 @@ int64_t num_chunks(nb::handle q, nb::handle cu) {
 void decode_step(nb::handle q, nb::handle k, nb::handle v, nb::handle g, nb::handle beta,
                  nb::handle pool, nb::handle indices, nb::handle o, float scale, bool l2norm,
                  const std::string& backend, uintptr_t stream, bool validate, int threads,
-                 nb::handle a_log, nb::handle a_in, nb::handle dt_bias, nb::handle b_in) {
+                 nb::handle a_log, nb::handle a_in, nb::handle dt_bias, nb::handle b_in,
+                 nb::handle step_states, bool update_pool) {
   ArrayScope s;
   GdnDecodeArgs a;
   a.q = s.in(q, "q");
@@ -146,6 +147,8 @@ void decode_step(nb::handle q, nb::handle k, nb::handle v, nb::handle g, nb::han
   a.a = s.in(a_in, "a");
   a.dt_bias = s.in(dt_bias, "dt_bias");
   a.b = s.in(b_in, "b");
+  a.step_states = s.out(step_states, "step_states");
+  a.update_pool = update_pool;
   a.scale = scale;
   a.use_qk_l2norm = l2norm;
   const ExecOptions opts = exec_options(backend, stream, validate, threads);
@@ -184,7 +187,8 @@ void bind_gdn(nb::module_& m) {
         arg("beta").none(), arg("state_pool"), arg("state_indices"), arg("out"), arg("scale"),
         arg("use_qk_l2norm"), arg("backend"), arg("stream"), arg("validate_indices"),
         arg("cpu_threads"), arg("A_log").none() = nb::none(), arg("a").none() = nb::none(),
-        arg("dt_bias").none() = nb::none(), arg("b").none() = nb::none());
+        arg("dt_bias").none() = nb::none(), arg("b").none() = nb::none(),
+        arg("step_states").none() = nb::none(), arg("update_pool") = true);
 }
 
 }  // namespace attnkit::py

@@ -232,6 +232,38 @@ def test_gdn_decode_step_updates_its_slots(key_last):
         np.testing.assert_array_equal(view[s], before[s])
 
 
+def test_gdn_decode_step_several_tokens_per_sequence():
+    """T new tokens per sequence (speculative verification) equal the recurrent forward over those
+    tokens from each sequence's pool slot; step_states holds the state after every token (the
+    recurrent forward's final state over the first t + 1 tokens); update_pool=False keeps the
+    pool; a padding row gets zeros."""
+    rng = np.random.default_rng(13)
+    n, t, h, hv, kd, vd = 3, 4, 1, 2, 32, 16
+    q, k, v, g, beta = gdn_inputs(rng, n, t, h, hv, kd, vd)
+    pool = randn(rng, 5, hv, kd, vd, scale=0.3)
+    slots = np.array([4, -1, 1], np.int32)
+    pool_run, steps = pool.copy(), nan((n, t, hv, kd, vd))
+    o = attnkit.gdn_decode_step(q, k, v, g, beta, pool_run, slots, step_states=steps)
+    assert o.shape == (n, t, hv, vd)
+    for i, s in enumerate(slots):
+        if s < 0:
+            np.testing.assert_array_equal(o[i], 0)
+            assert np.isnan(steps[i]).all()
+            continue
+        for upto in range(1, t + 1):
+            sl = (slice(i, i + 1), slice(0, upto))
+            o_ref, s_ref = attnkit.gdn_recurrent_forward(
+                q[sl], k[sl], v[sl], g[sl], beta[sl], initial_state=pool[s][None].copy(),
+                output_final_state=True)
+            np.testing.assert_allclose(steps[i, upto - 1], s_ref[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(o[i], o_ref[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(pool_run[s], s_ref[0], rtol=1e-5, atol=1e-6)
+    kept = pool.copy()
+    o2 = attnkit.gdn_decode_step(q, k, v, g, beta, kept, slots, update_pool=False)
+    np.testing.assert_array_equal(kept, pool)
+    np.testing.assert_array_equal(o2, o)
+
+
 def test_gdn_decode_step_fused_gating():
     """g and beta from the layer's parameters equal the explicit gates computed in float64."""
     rng = np.random.default_rng(12)

@@ -41,6 +41,10 @@ Status require_dtype(const TensorView& t, const char* name, std::initializer_lis
 }
 
 Status require_shape(const TensorView& t, const char* name, std::initializer_list<int64_t> expected) {
+  return require_shape(t, name, std::vector<int64_t>(expected));
+}
+
+Status require_shape(const TensorView& t, const char* name, const std::vector<int64_t>& expected) {
   bool ok = t.ndim == static_cast<int>(expected.size());
   std::ostringstream want;
   want << "[";

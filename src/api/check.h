@@ -22,6 +22,7 @@ Status require_rank(const TensorView& t, const char* name, int rank);
 Status require_dtype(const TensorView& t, const char* name, std::initializer_list<DType> allowed);
 // shape must equal `expected`; -1 entries match anything.
 Status require_shape(const TensorView& t, const char* name, std::initializer_list<int64_t> expected);
+Status require_shape(const TensorView& t, const char* name, const std::vector<int64_t>& expected);
 Status require_last_dim_contiguous(const TensorView& t, const char* name);
 // At most kMaxDims dims, every size in [0, kMaxExtent], strides >= 0, and the element count and
 // the largest element offset below 2^62 (so that int arithmetic on a size and int64 arithmetic on

@@ -54,7 +54,10 @@ Status validate_gdn_state_pass(const GdnStateArgs& args, const ExecOptions& opts
 Status validate_gdn_output(const GdnOutputArgs& args, const ExecOptions& opts, GdnProblem* prob);
 
 struct GdnDecodeProblem {
-  int64_t N = 0;           // sequences (one token each)
+  int64_t N = 0;           // sequences
+  int64_t T = 1;           // new tokens per sequence
+  bool multi_token = false;  // q [N, T, H, K] (per-token tensors carry T as dim 1)
+  bool update_pool = true;
   int64_t H = 0, HV = 0, K = 0, V = 0;
   int64_t P = 0;           // state pool slots
   DType dtype = DType::kBFloat16;

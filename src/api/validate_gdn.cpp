@@ -28,6 +28,12 @@ Status with_hint(Status s, const char* hint) {
 // and FlashInfer keep, arrives as its transposed [.., K, V] view.
 enum class Inner { kLast, kLastTwo };
 
+std::string strides_str(const TensorView& t) {
+  std::string r = "(";
+  for (int i = 0; i < t.ndim; ++i) r += (i ? ", " : "") + num(t.stride[i]);
+  return r + ")";
+}
+
 Status require_inner(const TensorView& t, const char* name, Inner inner) {
   if (inner == Inner::kLast) return require_last_dim_contiguous(t, name);
   const int d = t.ndim - 1;
@@ -36,8 +42,7 @@ Status require_inner(const TensorView& t, const char* name, Inner inner) {
   if (last || second) return Status::Ok();
   return Status::Invalid(std::string(name) + " must be contiguous in its V dimension ([.., K, V]) "
                          "or in its K dimension (a key-last [.., V, K] state passed transposed); "
-                         "its strides are (" + num(t.stride[0]) + ", " + num(t.stride[1]) + ", " +
-                         num(t.stride[2]) + ", " + num(t.stride[3]) + ")");
+                         "its strides are " + strides_str(t));
 }
 
 Status check_layout(const TensorView& t, const char* name, const Device& dev,
@@ -54,6 +59,15 @@ Status check_tensor(const TensorView& t, const char* name, const Device& dev,
                     const char* hint, Inner inner = Inner::kLast) {
   ATTNKIT_RETURN_IF_ERROR(require_defined(t, name));
   ATTNKIT_RETURN_IF_ERROR(with_hint(require_shape(t, name, shape), hint));
+  ATTNKIT_RETURN_IF_ERROR(require_dtype(t, name, dtypes));
+  return check_layout(t, name, dev, inner);
+}
+
+Status check_tensor(const TensorView& t, const char* name, const Device& dev,
+                    std::initializer_list<DType> dtypes, const std::vector<int64_t>& shape,
+                    const std::string& hint, Inner inner = Inner::kLast) {
+  ATTNKIT_RETURN_IF_ERROR(require_defined(t, name));
+  ATTNKIT_RETURN_IF_ERROR(with_hint(require_shape(t, name, shape), hint.c_str()));
   ATTNKIT_RETURN_IF_ERROR(require_dtype(t, name, dtypes));
   return check_layout(t, name, dev, inner);
 }
@@ -333,22 +347,37 @@ Status validate_gdn_output(const GdnOutputArgs& a, const ExecOptions& opts, GdnP
 Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnDecodeProblem* p) {
   *p = GdnDecodeProblem{};
   ATTNKIT_RETURN_IF_ERROR(require_defined(a.q, "q"));
-  ATTNKIT_RETURN_IF_ERROR(require_rank(a.q, "q", 3));
+  if (a.q.ndim != 3 && a.q.ndim != 4)
+    return Status::Invalid("q must be [N, H, K] (one token per sequence) or [N, T, H, K] (T tokens "
+                           "per sequence), got " + shape_str(a.q));
   ATTNKIT_RETURN_IF_ERROR(require_dtype(a.q, "q", kTokenTypes));
   const Device dev = a.q.device;
   ATTNKIT_RETURN_IF_ERROR(check_layout(a.q, "q", dev));
   p->device = dev;
   p->dtype = a.q.dtype;
+  p->multi_token = a.q.ndim == 4;
   p->N = a.q.shape[0];
-  p->H = a.q.shape[1];
-  p->K = a.q.shape[2];
+  p->T = p->multi_token ? a.q.shape[1] : 1;
+  p->H = a.q.size(-2);
+  p->K = a.q.size(-1);
+  // A per-token tensor's shape and its hint: [N, (T,) rest...].
+  auto tok = [&](std::initializer_list<int64_t> rest) {
+    std::vector<int64_t> d{p->N};
+    if (p->multi_token) d.push_back(p->T);
+    d.insert(d.end(), rest);
+    return d;
+  };
+  auto hint = [&](const char* rest) {
+    return std::string(p->multi_token ? "([N, T, " : "([N, ") + rest + "])";
+  };
   ATTNKIT_RETURN_IF_ERROR(
-      check_tensor(a.k, "k", dev, {p->dtype}, {p->N, p->H, p->K}, "(like q: [N, H, K])"));
+      check_tensor(a.k, "k", dev, {p->dtype}, tok({p->H, p->K}), "(like q)"));
   ATTNKIT_RETURN_IF_ERROR(require_defined(a.v, "v"));
-  ATTNKIT_RETURN_IF_ERROR(require_rank(a.v, "v", 3));
-  p->HV = a.v.shape[1];
-  p->V = a.v.shape[2];
-  ATTNKIT_RETURN_IF_ERROR(check_tensor(a.v, "v", dev, {p->dtype}, {p->N, -1, -1}, "([N, HV, V])"));
+  ATTNKIT_RETURN_IF_ERROR(require_rank(a.v, "v", a.q.ndim));
+  p->HV = a.v.size(-2);
+  p->V = a.v.size(-1);
+  ATTNKIT_RETURN_IF_ERROR(
+      check_tensor(a.v, "v", dev, {p->dtype}, tok({-1, -1}), hint("HV, V")));
   if (p->H < 1) return Status::Invalid("q must have at least one head");
   if (p->HV < 1) return Status::Invalid("v must have at least one head");
   if (p->HV % p->H != 0)
@@ -365,17 +394,17 @@ Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnD
     ATTNKIT_RETURN_IF_ERROR(
         check_tensor(a.dt_bias, "dt_bias", dev, {DType::kFloat32}, {p->HV}, "([HV])"));
     ATTNKIT_RETURN_IF_ERROR(
-        check_tensor(a.a, "a", dev, {DType::kFloat32, p->dtype}, {p->N, p->HV}, "([N, HV])"));
-    ATTNKIT_RETURN_IF_ERROR(
-        check_tensor(a.b, "b", dev, {a.a.dtype}, {p->N, p->HV}, "([N, HV], a's dtype)"));
+        check_tensor(a.a, "a", dev, {DType::kFloat32, p->dtype}, tok({p->HV}), hint("HV")));
+    ATTNKIT_RETURN_IF_ERROR(check_tensor(a.b, "b", dev, {a.a.dtype}, tok({p->HV}),
+                                         hint("HV") + ", a's dtype"));
   } else {
     ATTNKIT_RETURN_IF_ERROR(
-        check_tensor(a.g, "g", dev, {DType::kFloat32}, {p->N, p->HV}, "([N, HV])"));
-    ATTNKIT_RETURN_IF_ERROR(
-        check_tensor(a.beta, "beta", dev, {DType::kFloat32, p->dtype}, {p->N, p->HV}, "([N, HV])"));
+        check_tensor(a.g, "g", dev, {DType::kFloat32}, tok({p->HV}), hint("HV")));
+    ATTNKIT_RETURN_IF_ERROR(check_tensor(a.beta, "beta", dev, {DType::kFloat32, p->dtype},
+                                         tok({p->HV}), hint("HV")));
   }
   ATTNKIT_RETURN_IF_ERROR(
-      check_tensor(a.o, "o", dev, {p->dtype}, {p->N, p->HV, p->V}, "([N, HV, V])"));
+      check_tensor(a.o, "o", dev, {p->dtype}, tok({p->HV, p->V}), hint("HV, V")));
   ATTNKIT_RETURN_IF_ERROR(check_head_size(p->K, "q/k head size K"));
   ATTNKIT_RETURN_IF_ERROR(check_head_size(p->V, "v head size V"));
   ATTNKIT_RETURN_IF_ERROR(require_defined(a.state_pool, "state_pool"));
@@ -389,12 +418,17 @@ Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnD
   ATTNKIT_RETURN_IF_ERROR(require_valid_layout(a.state_indices, "state_indices"));
   ATTNKIT_RETURN_IF_ERROR(require_same_device(a.state_indices, "state_indices", dev));
   ATTNKIT_RETURN_IF_ERROR(require_data(a.state_indices, "state_indices"));
+  if (a.step_states.defined())
+    ATTNKIT_RETURN_IF_ERROR(check_tensor(a.step_states, "step_states", dev, {DType::kFloat32},
+                                         {p->N, p->T, p->HV, p->K, p->V}, "([N, T, HV, K, V])",
+                                         Inner::kLastTwo));
+  p->update_pool = a.update_pool;
   p->use_qk_l2norm = a.use_qk_l2norm;
   if (!std::isfinite(a.scale)) return Status::Invalid("scale must be finite (0 = K^-1/2)");
   p->scale = a.scale != 0.f ? a.scale : 1.f / std::sqrt(static_cast<float>(p->K));
   // The pool is read and written in place: apart from the other tensors, like an output.
   ATTNKIT_RETURN_IF_ERROR(require_outputs_apart(
-      {{&a.o, "o"}, {&a.state_pool, "state_pool"}},
+      {{&a.o, "o"}, {&a.state_pool, "state_pool"}, {&a.step_states, "step_states"}},
       {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.g, "g"}, {&a.beta, "beta"},
        {&a.A_log, "A_log"}, {&a.a, "a"}, {&a.dt_bias, "dt_bias"}, {&a.b, "b"},
        {&a.state_indices, "state_indices"}}));
