@@ -112,8 +112,6 @@ struct GdnDecodeArgs {
   // prefix of speculative tokens. Rows of padding sequences are not written.
   TensorView step_states;
   // false: state_pool is read and left unchanged (the engine commits a step of step_states).
-  // CUDA: one token per sequence with update_pool and no step_states, for now; the rest runs on
-  // the CPU backend.
   bool update_pool = true;
 };
 Status gdn_decode_step(const GdnDecodeArgs& args, const ExecOptions& opts = {});

@@ -227,7 +227,7 @@ def gdn_decode_step(q, k, v, g, beta, state_pool, state_indices, *, scale=None,
     tensor with T as its second dimension (v [N, T, HV, V], g / beta / a / b [N, T, HV]; o
     [N, T, HV, V]), run in order. step_states (fp32 [N, T, HV, K, V], written; key-last through a
     transposed view) receives the state after each token; update_pool=False leaves the pool as it
-    was, for the engine to commit the accepted step. CPU backend only for now."""
+    was, for the engine to commit the accepted step."""
     _arrays(q=q, v=v)
     if out is None:
         out = empty(q, tuple(v.shape))

@@ -107,10 +107,6 @@ Status dispatch_decode(const GdnDecodeArgs& a, const GdnDecodeProblem& p,
   bool cpu = false;
   ATTNKIT_RETURN_IF_ERROR(route_cpu(p.device, opts, "gdn_decode_step", &cpu));
   if (cpu) return detail::cpu_gdn_decode_step(a, p, opts);
-  if (p.multi_token || a.step_states.defined() || !p.update_pool)
-    return Status::Unsupported("gdn_decode_step: several tokens per sequence (q [N, T, H, K]), "
-                               "step_states and update_pool = false run on the CPU backend only "
-                               "for now");
 #ifdef ATTNKIT_WITH_CUDA
   return detail::cuda_gdn_decode_step(a, p, opts);
 #else

@@ -77,7 +77,7 @@ __device__ __forceinline__ void fetch(const DecodeParams& p, int item, int32_t s
   }
   if (tid < kBV) {
     it->v = ld_typed<T>(p.v.p, n * p.v.sb + hv * p.v.sh + it->vb * kBV + tid);
-    it->gate = load_gates<TB>(p, n, hv);
+    it->gate = load_gates<TB>(p, n, 0, hv);
   }
 }
 

@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_key_last_kernel(DecodePara
     q[e] = ld_typed<T>(p.q.p, n * p.q.sb + hq * p.q.sh + 4 * lane + e);
     k[e] = ld_typed<T>(p.k.p, n * p.k.sb + hq * p.k.sh + 4 * lane + e);
   }
-  const float2 gates = step_gates(p, load_gates<TB>(p, n, hv));
+  const float2 gates = step_gates(p, load_gates<TB>(p, n, 0, hv));
   const float decay = gates.x, beta = gates.y;
   float qscale = 1.f, kscale = 1.f;
   if (p.l2norm) {

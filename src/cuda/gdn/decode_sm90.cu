@@ -94,7 +94,7 @@ __device__ __forceinline__ void load_tokens(const DecodeParams& p, int item, int
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) t->v[j] = ld_typed<T>(p.v.p, n * p.v.sb + hv * p.v.sh + vb * C::kCols + cg * 4 + j);
-  t->gate = load_gates<TB>(p, n, hv);
+  t->gate = load_gates<TB>(p, n, 0, hv);
 }
 
 // The item's state slice in the pool (slot valid).

@@ -57,18 +57,20 @@ auto with_decode_types(const DecodeParams& p, Fn&& fn) {
   return by_beta(__nv_bfloat16{});
 }
 
-// The decode step's gate inputs for (n, hv), loaded early: g and beta, or under fused gating
-// a, b, A_log and dt_bias. step_gates turns them into (exp(g), beta) where they are used, so the
-// kernels that prefetch the next item wait for these loads only there.
+// The decode step's gate inputs for (sequence n, token t, head hv), loaded early: g and beta, or
+// under fused gating a, b, A_log and dt_bias. step_gates turns them into (exp(g), beta) where they
+// are used, so the kernels that prefetch the next item wait for these loads only there. One-token
+// calls have token stride 0 (t = 0).
 struct GateIn {
   float x, y;               // g and beta, or a and b
   float a_log = 0.f, dt_bias = 0.f;
 };
 template <typename TB>
-__device__ __forceinline__ GateIn load_gates(const DecodeParams& p, int64_t n, int hv) {
-  const float y = ld_typed<TB>(p.beta.p, n * p.beta.sb + hv * p.beta.sh);
-  if (!p.fused_gating) return {ld_typed<float>(p.g.p, n * p.g.sb + hv * p.g.sh), y};
-  return {ld_typed<TB>(p.a.p, n * p.a.sb + hv * p.a.sh), y, p.A_log[hv], p.dt_bias[hv]};
+__device__ __forceinline__ GateIn load_gates(const DecodeParams& p, int64_t n, int t, int hv) {
+  const float y = ld_typed<TB>(p.beta.p, n * p.beta.sb + t * p.beta.st + hv * p.beta.sh);
+  if (!p.fused_gating) return {ld_typed<float>(p.g.p, n * p.g.sb + t * p.g.st + hv * p.g.sh), y};
+  return {ld_typed<TB>(p.a.p, n * p.a.sb + t * p.a.st + hv * p.a.sh), y, p.A_log[hv],
+          p.dt_bias[hv]};
 }
 // (decay, beta) of the step: g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b) under fused
 // gating, softplus taken as linear above 20 (gdn.h).

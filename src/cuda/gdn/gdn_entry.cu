@@ -484,10 +484,13 @@ Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, c
     dp.g = tok(a.g);
     dp.beta = tok(a.beta);
   }
-  // Decode tensors are [N, heads, (inner)]: the head stride is dim 1.
-  for (Tok* t : {&dp.q, &dp.k, &dp.v, &dp.g, &dp.beta, &dp.a, &dp.o}) {
-    t->sh = t->st;
-    t->st = 0;
+  // One-token tensors are [N, heads, (inner)]: the head stride is dim 1 and the token stride 0.
+  // With T tokens they are [N, T, heads, (inner)], as tok() reads them.
+  if (!p.multi_token) {
+    for (Tok* t : {&dp.q, &dp.k, &dp.v, &dp.g, &dp.beta, &dp.a, &dp.o}) {
+      t->sh = t->st;
+      t->st = 0;
+    }
   }
   dp.pool = state(a.state_pool);
   dp.indices = static_cast<const int32_t*>(a.state_indices.data);
@@ -498,6 +501,20 @@ Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, c
   dp.scale = p.scale;
   dp.l2norm = p.use_qk_l2norm;
   const cudaStream_t stream = static_cast<cudaStream_t>(opts.stream);
+  dp.T = static_cast<int>(p.T);
+  dp.update_pool = p.update_pool;
+  if (a.step_states.defined()) {  // [N, T, HV, K, V]: (n, hv, k, v) strides plus the token's
+    const TensorView& st = a.step_states;
+    dp.steps.p = st.data;
+    dp.steps.s0 = st.stride[0];
+    dp.steps.sh = st.stride[2];
+    dp.steps.sk = st.stride[3];
+    dp.steps.sv = st.stride[4];
+    dp.steps.rows = st.shape[0];
+    dp.steps_st = st.stride[1];
+  }
+  if (p.multi_token || a.step_states.defined() || !p.update_pool)
+    return gdn_cuda::launch_decode_multi(dp, stream);
   if (key_last) return gdn_cuda::launch_decode_key_last(dp, stream);
   CudaDeviceInfo d;
   ATTNKIT_RETURN_IF_ERROR(cuda_device_info(p.device.index, &d));

@@ -64,6 +64,13 @@ struct DecodeParams {
   StateT pool;               // [P, HV, K, V] fp32
   const int32_t* indices = nullptr;
   int64_t idx_stride = 1;
+  // Several tokens per sequence (decode_multi.cu): token strides in the Toks' st; step_states
+  // [N, T, HV, K, V] as a StateT over (n, hv, k, v) plus its token stride; the pool written only
+  // with update_pool.
+  int T = 1;
+  StateT steps;
+  int64_t steps_st = 0;
+  bool update_pool = true;
   int N = 0, H = 0, HV = 0;
   float scale = 0.f;
   bool l2norm = false;
@@ -73,6 +80,8 @@ struct DecodeParams {
 Status launch_decode(const DecodeParams& p, cudaStream_t s);
 Status launch_decode_sm90(const DecodeParams& p, cudaStream_t s);
 Status launch_decode_key_last(const DecodeParams& p, cudaStream_t s);
+// T tokens per sequence, step_states, update_pool = false; any pool / step_states layout.
+Status launch_decode_multi(const DecodeParams& p, cudaStream_t s);
 
 // Scratch for the GPU-side chunk offsets of a ragged batch: int32 [N + 1].
 Status launch_chunk_offsets(const SeqArgs& seq, int32_t* chunk_off, cudaStream_t s);
