@@ -5,8 +5,10 @@
 // bf16), padded strides, fixed-length or ragged batches with the raw contents of cu_seqlens (or a
 // non-decreasing one), optional initial / final states (aliased now and then) and the decode state
 // pool in fla's [P, HV, K, V] layout or key-last [P, HV, V, K] passed as its transposed view, the
-// raw contents of state_indices (or distinct in-range slots), the decode step's fused gating (the
-// layer's parameters instead of g and beta, or both), and now and then one argument made wrong. Sequences stay short (<= 80 tokens: one or two 64-token chunks, fewer with large heads)
+// raw contents of state_indices (or distinct in-range slots), several tokens per sequence with
+// step_states and update_pool, the decode step's fused gating (the layer's parameters instead of
+// g and beta, or both), and now and then one argument made wrong. Sequences stay short (<= 80
+// tokens: one or two 64-token chunks, fewer with large heads)
 // and heads few (<= 4) so each execution is fast. Every tensor is its own heap allocation of
 // exactly the span its view claims, so AddressSanitizer reports any read or write outside it. The
 // op must return a Status (any code) and never crash. Built with -DATTNKIT_BUILD_FUZZERS=ON
@@ -73,16 +75,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const ExecOptions opts = cpu_opts();
   Status st;
 
-  if (op == 2) {  // decode: one token per sequence against a pool of states
+  if (op == 2) {  // decode: new tokens per sequence against a pool of states
     const int n = (1 + in.pick(4)) % 5, pool = (1 + in.pick(5)) % 6;
-    Owned q, k, v, g, beta, sp, idx, o;
-    q = make(dt, {n, h, kd}, pad, in);
-    k = make(kt, {n, h, kd}, 0, in);
-    v = make(dt, {n, hv, vd}, pad, in);
-    g = make(DType::kFloat32, {n, hv}, 0, in);
+    const int tokens = in.pick(3);  // 0: one token ([N, ...]); else [N, tokens, ...]
+    auto tok = [&](std::initializer_list<int64_t> rest) {
+      std::vector<int64_t> d{n};
+      if (tokens > 0) d.push_back(tokens);
+      d.insert(d.end(), rest);
+      return d;
+    };
+    Owned q, k, v, g, beta, sp, idx, o, steps;
+    q = make(dt, tok({h, kd}), pad, in);
+    k = make(kt, tok({h, kd}), 0, in);
+    v = make(dt, tok({hv, vd}), pad, in);
+    g = make(DType::kFloat32, tok({hv}), 0, in);
     negate(g);
-    beta = make(bt, {n, hv}, in.pick(1) ? 8 : 0, in);
-    o = make(dt, {n, hv, wrong == 4 ? vd + 1 : vd}, pad, in);
+    beta = make(bt, tok({hv}), in.pick(1) ? 8 : 0, in);
+    o = make(dt, tok({hv, wrong == 4 ? vd + 1 : vd}), pad, in);
+    if (in.pick(1))  // step states now and then, their token count wrong now and then
+      steps = make(DType::kFloat32, {n, std::max(tokens, 1) + (in.pick(7) == 7), hv, kd, vd}, 0, in);
     sp = state(pool, hv, kd, vd, wrong == 5 ? 2 : in.pick(1), in.pick(1) ? 8 : 0, in);
     if (in.pick(2) == 2 || pool == 0) {
       idx = ints({n}, in);  // raw: negative, out of range, repeated
@@ -99,8 +110,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (gating >= 2) {
       a_log = make(DType::kFloat32, {hv}, 0, in);
       dt_bias = make(DType::kFloat32, {hv}, 0, in);
-      ga = make(bt, {n, hv}, 0, in);
-      gb = make(bt, {n, hv}, 0, in);
+      ga = make(bt, tok({hv}), 0, in);
+      gb = make(bt, tok({hv}), 0, in);
     }
     GdnDecodeArgs a;
     a.q = q.view;
@@ -117,6 +128,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     a.state_pool = sp.view;
     a.state_indices = idx.view;
     a.o = o.view;
+    a.step_states = steps.view;
+    a.update_pool = in.pick(3) != 0;
     a.scale = scale;
     a.use_qk_l2norm = l2;
     st = gdn_decode_step(a, opts);
