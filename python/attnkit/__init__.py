@@ -13,6 +13,8 @@ Drop-in modules with the anchors' signatures (torch):
                                    flash_attn_with_kvcache
     attnkit.fla                    flash-linear-attention's chunk_gated_delta_rule and
                                    fused_recurrent_gated_delta_rule
+    attnkit.flash_mla              FlashMLA's get_mla_metadata and flash_mla_with_kvcache (MLA
+                                   decode; CPU backend for now)
     attnkit.torch_ops              the torch custom ops (torch.ops.attnkit.*) behind both
 """
 

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed: the torch tests are skipped")
 
 import attnkit  # noqa: E402
-from attnkit import fla, torch_ops  # noqa: E402
+from attnkit import fla, flash_mla, torch_ops  # noqa: E402
 from attnkit import flash_attn_interface as fai  # noqa: E402
 from reference import attention_seq, gdn_recurrent, rel_l2  # noqa: E402
 
@@ -173,6 +173,42 @@ def test_flash_attn_unsupported_arguments_raise():
         fai.flash_attn_with_kvcache(q, k, k, cache_leftpad=torch.zeros(1, dtype=torch.int32))
     with pytest.raises(NotImplementedError, match="backward"):
         fai.flash_attn_func(q.requires_grad_(), k, k)
+
+
+# ---------------------------------------------------------------- FlashMLA drop-in
+
+@pytest.mark.parametrize("s_q,causal", [(1, False), (2, True)])
+def test_flash_mla_with_kvcache(s_q, causal):
+    """FlashMLA's call on a paged latent cache (pages of 64, out of order; NaN past each sequence)
+    equals attention over each sequence's gathered latent rows, K all 576 values and V the first
+    512, in float64; LSE [B, h_q, s_q]."""
+    b, h_q, page, d, dv = 2, 16, 64, 576, 512
+    lens = torch.tensor([100, 7], dtype=torch.int32)
+    table = torch.tensor([[3, 0], [1, 2]], dtype=torch.int32)
+    cache = torch.full((4, page, 1, d), float("nan"), dtype=torch.bfloat16)
+    rows = {}
+    for i, n in enumerate(lens.tolist()):
+        lat = (torch.randn(n, 1, d) * 0.5).bfloat16()
+        rows[i] = lat
+        for j in range(n):
+            cache[table[i, j // page], j % page] = lat[j]
+    q = (torch.randn(b, s_q, h_q, d) * 0.5).bfloat16()
+    meta, splits = flash_mla.get_mla_metadata(lens, s_q * h_q, 1)
+    out, lse = flash_mla.flash_mla_with_kvcache(q, cache, table, lens, dv, meta, splits,
+                                                causal=causal)
+    assert out.shape == (b, s_q, h_q, dv) and out.dtype == torch.bfloat16
+    assert lse.shape == (b, h_q, s_q) and lse.dtype == torch.float32
+    for i in range(b):
+        lat = np64(rows[i])
+        ref, ref_lse = attention_seq(np64(q[i]), lat, lat[..., :dv], d ** -0.5, causal)
+        assert rel_l2(np64(out[i]), ref) < 1e-2
+        np.testing.assert_allclose(np64(lse[i]).T, ref_lse, rtol=1e-4, atol=1e-4)
+    with pytest.raises(NotImplementedError, match="is_fp8_kvcache"):
+        flash_mla.flash_mla_with_kvcache(q, cache, table, lens, dv, meta, splits,
+                                         is_fp8_kvcache=True)
+    with pytest.raises(NotImplementedError, match="indices"):
+        flash_mla.flash_mla_with_kvcache(q, cache, table, lens, dv, meta, splits,
+                                         indices=table)
 
 
 # ---------------------------------------------------------------- flash-linear-attention drop-in
