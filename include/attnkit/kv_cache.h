@@ -26,12 +26,14 @@ namespace attnkit {
 // the kernel skips an out-of-range slot, so nothing is written out of bounds.
 // Aliasing as in attention.h: k_cache and v_cache share no element with each other or with the
 // inputs (interleaved K and V pages of one buffer, FlashInfer's layout, are fine).
+// K alone: v and v_cache (and v_scale) not given, as for an MLA latent cache [num_pages,
+// page_size, 1, 576] that attention reads as both K and V (its first 512 values a view).
 struct AppendKvArgs {
   TensorView k;                 // [T, Hkv, Dk], fp16 / bf16
-  TensorView v;                 // [T, Hkv, Dv], k's dtype
+  TensorView v;                 // [T, Hkv, Dv], k's dtype; optional (with v_cache)
   TensorView slot_mapping;      // int32 [T]
   TensorView k_cache;           // [num_pages, page_size, Hkv, Dk]: k's dtype, or fp8e4m3
-  TensorView v_cache;           // [num_pages, page_size, Hkv, Dv]: k_cache's dtype
+  TensorView v_cache;           // [num_pages, page_size, Hkv, Dv]: k_cache's dtype; optional
   TensorView k_scale, v_scale;  // fp32, FP8 caches only (kinds above; the two may differ)
 };
 

@@ -134,8 +134,10 @@ def append_kv_cache(k, v, k_cache, v_cache, slot_mapping, *, k_scale=None, v_sca
     [num_pages, Hkv, page_size, D] as .transpose(1, 2)) of k's dtype, or float8_e4m3fn. An FP8
     cache stores e4m3(x / scale) with fp32 scales per tensor [1], per KV head [Hkv], or per
     (token, KV head) [num_pages, page_size, Hkv] (those are written: max |x| / 448 per row).
-    Returns None."""
-    _arrays(k=k, v=v, k_cache=k_cache, v_cache=v_cache, slot_mapping=slot_mapping)
+    v = v_cache = None writes K alone (an MLA latent cache [num_pages, page_size, 1, 576], read as
+    both K and V). Returns None."""
+    _arrays(k=k, k_cache=k_cache, slot_mapping=slot_mapping,
+            **{n: x for n, x in (("v", v), ("v_cache", v_cache)) if x is not None})
     _C.append_kv_cache(k, v, fp8_bytes(k_cache), fp8_bytes(v_cache), slot_mapping, k_scale,
                        v_scale, backend, stream_of(k, stream), bool(validate_indices))
 

@@ -144,8 +144,8 @@ void bind_attention(nb::module_& m) {
         nb::arg("chunk_size"), nb::arg("softcap"), nb::arg("num_splits"), nb::arg("backend"),
         nb::arg("stream"), nb::arg("validate_indices"), nb::arg("cpu_threads"),
         nb::arg("plan").none());
-  m.def("append_kv_cache", &append_kv, nb::arg("k"), nb::arg("v"), nb::arg("k_cache"),
-        nb::arg("v_cache"), nb::arg("slot_mapping"), nb::arg("k_scale").none(),
+  m.def("append_kv_cache", &append_kv, nb::arg("k"), nb::arg("v").none(), nb::arg("k_cache"),
+        nb::arg("v_cache").none(), nb::arg("slot_mapping"), nb::arg("k_scale").none(),
         nb::arg("v_scale").none(), nb::arg("backend"), nb::arg("stream"),
         nb::arg("validate_indices"));
   m.def("quantize_fp8", &quantize, nb::arg("x"), nb::arg("out"), nb::arg("scale"),

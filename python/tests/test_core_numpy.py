@@ -86,6 +86,24 @@ def test_mla_latent_cache_read_as_k_and_v():
         np.testing.assert_allclose(lse[i], ref_lse, atol=1e-3)
 
 
+def test_latent_cache_append_writes_k_alone():
+    """append_kv_cache with v = v_cache = None writes new latent rows (fp16, 576 values) into
+    their slots of a latent cache and nothing else."""
+    rng = np.random.default_rng(9)
+    cache = randn(rng, 3, 64, 1, 576).astype(np.float16)
+    before = cache.copy()
+    new = randn(rng, 4, 1, 576).astype(np.float16)
+    slots = np.array([70, -1, 5, 191], np.int32)
+    attnkit.append_kv_cache(new, None, cache, None, slots)
+    for t, s in enumerate(slots):
+        if s >= 0:
+            np.testing.assert_array_equal(cache[s // 64, s % 64], new[t])
+    untouched = np.ones(3 * 64, bool)
+    untouched[slots[slots >= 0]] = False
+    np.testing.assert_array_equal(cache.reshape(192, 576)[untouched],
+                                  before.reshape(192, 576)[untouched])
+
+
 def test_attention_allocates_like_the_input():
     rng = np.random.default_rng(2)
     q, k, v = randn(rng, 1, 3, 2, 64), randn(rng, 1, 5, 2, 64), randn(rng, 1, 5, 2, 128)

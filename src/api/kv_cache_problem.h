@@ -11,6 +11,7 @@ namespace attnkit::detail {
 
 struct AppendKvProblem {
   int64_t tokens = 0, hkv = 0, dk = 0, dv = 0;
+  bool has_v = true;  // false: K alone (no v / v_cache; dv 0)
   int64_t num_pages = 0, page_size = 0;
   bool fp8 = false;
   KvScaleKind k_scale = KvScaleKind::kNone, v_scale = KvScaleKind::kNone;

@@ -57,7 +57,7 @@ Status cpu_append_kv(const AppendKvArgs& a, const AppendKvProblem& p, const Exec
     const int64_t page = s / p.page_size, row = s % p.page_size;
     for (int64_t h = 0; h < p.hkv; ++h) {
       append_one(a.k, a.k_cache, a.k_scale, p.k_scale, t, h, page, row, xk);
-      append_one(a.v, a.v_cache, a.v_scale, p.v_scale, t, h, page, row, xv);
+      if (p.has_v) append_one(a.v, a.v_cache, a.v_scale, p.v_scale, t, h, page, row, xv);
     }
   }
   return Status::Ok();

@@ -193,6 +193,39 @@ TEST(AppendKv, Fp8CacheEachScaleKind) {
     }
 }
 
+// K alone (an MLA latent cache): no v / v_cache; each scale kind on an FP8 cache; V-side
+// arguments without the other V tensor are refused.
+TEST(AppendKv, KAloneIntoALatentCache) {
+  for (int rank : {0, 1, 3}) {
+    Case c;
+    c.hkv = 1;
+    c.dk = 576;
+    c.cache = rank ? DType::kFloat8E4M3 : DType::kBFloat16;
+    c.scale_rank = rank;
+    SCOPED_TRACE(testing::Message() << "scale kind " << rank);
+    AppendRun r = make_run(c, kSlots, 13);
+    AppendKvArgs a = args_of(r, c);
+    a.v = a.v_cache = a.v_scale = {};
+    const Status st = append_kv_cache(a);
+    ASSERT_TRUE(st.ok()) << st.message();
+    expect_side(c, r.k, r.kc, r.kc0, rank ? &r.ks : nullptr, c.dk, kSlots);
+    EXPECT_EQ(r.vc.to_float(), r.vc0) << "no V tensor was given, nothing of V written";
+  }
+  Case c;
+  AppendRun r = make_run(c, kSlots, 14);
+  AppendKvArgs a = args_of(r, c);
+  a.v_cache = {};
+  EXPECT_NE(append_kv_cache(a).message().find("v_cache (given v)"), std::string::npos);
+  a = args_of(r, c);
+  a.v = {};
+  EXPECT_NE(append_kv_cache(a).message().find("v (given v_cache)"), std::string::npos);
+  Buffer s(DType::kFloat32, {1});
+  a = args_of(r, c);
+  a.v = a.v_cache = {};
+  a.v_scale = s.view();
+  EXPECT_NE(append_kv_cache(a).message().find("v_scale is given without v"), std::string::npos);
+}
+
 TEST(AppendKv, RefusesBadArguments) {
   Case c;
   auto status_with = [&](auto edit, std::vector<int32_t> slots = kSlots, DType cache = DType::kBFloat16,

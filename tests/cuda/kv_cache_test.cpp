@@ -70,16 +70,17 @@ Sides to_device(const Sides& h) {
   return d;
 }
 
-Status append(const Sides& s, bool hnd, bool validate = false) {
+// k_alone: no v / v_cache / v_scale (an MLA latent cache's append).
+Status append(const Sides& s, bool hnd, bool validate = false, bool k_alone = false) {
   AppendKvArgs a;
   a.k = s.k.view();
-  a.v = s.v.view();
   a.slot_mapping = s.slots.view();
   a.k_cache = cache_view(s.kc, hnd, kDk);
-  a.v_cache = cache_view(s.vc, hnd, kDv);
-  if (!s.ks.empty()) {
-    a.k_scale = s.ks.view();
-    a.v_scale = s.vs.view();
+  if (!s.ks.empty()) a.k_scale = s.ks.view();
+  if (!k_alone) {
+    a.v = s.v.view();
+    a.v_cache = cache_view(s.vc, hnd, kDv);
+    if (!s.vs.empty()) a.v_scale = s.vs.view();
   }
   ExecOptions opts;
   opts.validate_device_indices = validate;
@@ -102,14 +103,14 @@ std::vector<int32_t> scattered_slots(uint64_t seed) {
   return slots;
 }
 
-void check_case(DType cache, int scale_kind, bool hnd) {
+void check_case(DType cache, int scale_kind, bool hnd, bool k_alone = false) {
   SCOPED_TRACE(testing::Message() << to_string(cache) << " scale kind " << scale_kind
-                                  << (hnd ? " HND" : " NHD"));
+                                  << (hnd ? " HND" : " NHD") << (k_alone ? " K alone" : ""));
   const std::vector<int32_t> slots = scattered_slots(3);
   Sides host = host_case(cache, scale_kind, hnd, slots);
   Sides dev = to_device(host);
-  ASSERT_TRUE(append(host, hnd).ok());
-  const Status st = append(dev, hnd);
+  ASSERT_TRUE(append(host, hnd, false, k_alone).ok());
+  const Status st = append(dev, hnd, false, k_alone);
   ASSERT_TRUE(st.ok()) << st.message();
   testkit::cuda_synchronize();
   expect_same(host.kc, dev.kc, "k_cache");
@@ -128,6 +129,12 @@ TEST(AppendKvCuda, Half16CachesMatchCpu) {
 TEST(AppendKvCuda, Fp8CachesMatchCpuForEachScaleKind) {
   for (int kind : {1, 2, 3})
     for (bool hnd : {false, true}) check_case(DType::kFloat8E4M3, kind, hnd);
+}
+
+// K alone: the V cache (and its scales) stay as they were on both sides.
+TEST(AppendKvCuda, KAloneMatchesCpu) {
+  check_case(DType::kBFloat16, 0, false, true);
+  check_case(DType::kFloat8E4M3, 3, true, true);
 }
 
 TEST(AppendKvCuda, OutOfRangeDeviceSlotIsSkippedOrRefused) {

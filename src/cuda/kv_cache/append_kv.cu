@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t s = slots[t * slot_stride];
   if (s < 0 || s >= capacity) return;  // -1 is padding; other values were not validated
   append_row<T, kFp8>(k, t, h, s / page_size, s % page_size);
-  append_row<T, kFp8>(v, t, h, s / page_size, s % page_size);
+  if (v.src != nullptr) append_row<T, kFp8>(v, t, h, s / page_size, s % page_size);  // else K alone
 }
 
 CacheSide side(const TensorView& src, const TensorView& cache, const TensorView& scale,
@@ -99,7 +99,7 @@ CacheSide side(const TensorView& src, const TensorView& cache, const TensorView&
 template <typename T>
 Status launch(const AppendKvArgs& a, const AppendKvProblem& p, cudaStream_t stream) {
   const CacheSide k = side(a.k, a.k_cache, a.k_scale, p.k_scale);
-  const CacheSide v = side(a.v, a.v_cache, a.v_scale, p.v_scale);
+  const CacheSide v = p.has_v ? side(a.v, a.v_cache, a.v_scale, p.v_scale) : CacheSide{};
   const int64_t rows = p.tokens * p.hkv;
   const int64_t blocks = (rows + kWarps - 1) / kWarps;
   const auto* slots = static_cast<const int32_t*>(a.slot_mapping.data);
