@@ -602,11 +602,36 @@ def test_cuda_work_goes_on_the_current_stream():
     assert torch.equal(got, want)
 
 
+MIXED_DEVICE_CALLS = {
+    "q cuda, k host": "attnkit.attention(q, q.cpu(), q)",
+    "q host, k cuda": "attnkit.attention(q.cpu(), q, q.cpu())",
+    "plan, k host": "attnkit.plan_attention(q, q.cpu(), q)",
+}
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and a CUDA build of attnkit")
+@pytest.mark.parametrize("call", sorted(MIXED_DEVICE_CALLS))
+def test_cuda_mixed_devices_raise(call):
+    """A call mixing host and device tensors raises ValueError naming the tensor. Run in a child
+    process: such calls once crashed the interpreter, which would end the whole test run."""
+    import subprocess
+    import sys
+
+    code = ("import torch, attnkit\n"
+            "q = torch.randn(1, 4, 2, 128, device='cuda', dtype=torch.bfloat16)\n"
+            "try:\n"
+            f"    {MIXED_DEVICE_CALLS[call]}\n"
+            "    print('returned')\n"
+            "except ValueError as e:\n"
+            "    print('ValueError:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr[-2000:]}"
+    assert "ValueError:" in r.stdout and "but the other tensors are on" in r.stdout, r.stdout
+
+
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and a CUDA build of attnkit")
 def test_cuda_errors_are_exceptions():
     q = torch.randn(1, 4, 2, 128, device="cuda", dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="other tensors are on cuda"):
-        attnkit.attention(q, q.cpu(), q)
     with pytest.raises(ValueError, match="dtype"):
         attnkit.attention(q, q.half(), q)
     with pytest.raises(ValueError, match="contiguous in its last dimension"):
