@@ -30,6 +30,12 @@ struct GdnChunkArgs {
   TensorView initial_state;  // optional fp32 [N, HV, K, V] (N = B, or number of sequences)
   TensorView final_state;    // optional output, fp32 [N, HV, K, V]; may be initial_state itself
                              // (the same view: states updated in place), else apart from it
+  // Optional int32 [N]: the states live in pools, as engines keep them: initial_state and
+  // final_state are [P, HV, K, V] (any P, each), and sequence n reads initial_state[slot] and
+  // writes final_state[slot], slot = state_indices[n]; -1 (padding) starts from zeros and writes
+  // nothing. Slots other than -1 are distinct and inside both pools; on a CUDA device without
+  // ExecOptions::validate_device_indices an out-of-range slot is treated as -1.
+  TensorView state_indices;
   TensorView o;              // output [B, T, HV, V], q's dtype
   float scale = 0.f;         // 0 = K^-1/2
   bool use_qk_l2norm = false;  // L2-normalise q and k per head inside the op

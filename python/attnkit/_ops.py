@@ -170,41 +170,54 @@ def _state_shape(q, v, cu_seqlens):
     return (n, v.shape[2], q.shape[3], v.shape[3])
 
 
-def _gdn_outputs(q, k, v, cu_seqlens, out, output_final_state, final_state):
-    """(out, final_state), allocated where not given (final_state only if asked for)."""
+def _gdn_outputs(q, k, v, cu_seqlens, out, output_final_state, final_state, state_indices=None,
+                 initial_state=None):
+    """(out, final_state), allocated where not given (final_state only if asked for; with
+    state_indices the pool initial_state itself, updated in place)."""
     _arrays(q=q, k=k, v=v)
     if out is None:
         out = empty(q, tuple(v.shape))
     if output_final_state and final_state is None:
-        final_state = empty(q, _state_shape(q, v, cu_seqlens), "float32")
+        if state_indices is not None:
+            final_state = initial_state
+        else:
+            final_state = empty(q, _state_shape(q, v, cu_seqlens), "float32")
     return out, final_state
 
 
 def gdn_chunk_forward(q, k, v, g, beta, *, scale=None, initial_state=None,
                       output_final_state=False, use_qk_l2norm=False, cu_seqlens=None, out=None,
                       final_state=None, backend="auto", stream=None, validate_indices=False,
-                      cpu_threads=0):
+                      cpu_threads=0, state_indices=None):
     """Gated DeltaNet chunked prefill (attnkit::gdn_chunk_forward), per value head and token:
     S <- exp(g) S;  v' = beta (v - S^T k);  S <- S + k v'^T;  o = S^T (scale q).
 
     q, k [B, T, H, K]; v [B, T, HV, V]; g (fp32, natural-log gate) and beta [B, T, HV];
     cu_seqlens int32 [N+1] (then B = 1); initial_state fp32 [N, HV, K, V] (or the key-last layout
     [N, HV, V, K] passed transposed: any strides with K or V contiguous). Returns (o [B, T, HV, V] in
-    q's dtype, final_state fp32 [N, HV, K, V] or None)."""
-    out, final_state = _gdn_outputs(q, k, v, cu_seqlens, out, output_final_state, final_state)
+    q's dtype, final_state fp32 [N, HV, K, V] or None).
+
+    state_indices (int32 [N]): the states live in a pool, as engines keep them: initial_state (and
+    final_state) are [P, HV, K, V], sequence n reads and writes row state_indices[n]; -1 starts
+    from zeros and writes nothing. With output_final_state and no final_state the pool
+    initial_state is updated in place."""
+    out, final_state = _gdn_outputs(q, k, v, cu_seqlens, out, output_final_state, final_state,
+                                    state_indices, initial_state)
     _C.gdn_chunk_forward(q, k, v, g, beta, cu_seqlens, initial_state, final_state, out,
                          float(scale or 0.0), bool(use_qk_l2norm), backend, stream_of(q, stream),
-                         bool(validate_indices), int(cpu_threads))
+                         bool(validate_indices), int(cpu_threads), state_indices)
     return out, final_state
 
 
 def gdn_recurrent_forward(q, k, v, g, beta, *, scale=None, initial_state=None,
                           output_final_state=False, use_qk_l2norm=False, cu_seqlens=None,
-                          out=None, final_state=None, cpu_threads=0):
+                          out=None, final_state=None, cpu_threads=0, state_indices=None):
     """The token-by-token recurrence of gdn_chunk_forward on host arrays (the CPU reference)."""
-    out, final_state = _gdn_outputs(q, k, v, cu_seqlens, out, output_final_state, final_state)
+    out, final_state = _gdn_outputs(q, k, v, cu_seqlens, out, output_final_state, final_state,
+                                    state_indices, initial_state)
     _C.gdn_recurrent_forward(q, k, v, g, beta, cu_seqlens, initial_state, final_state, out,
-                             float(scale or 0.0), bool(use_qk_l2norm), int(cpu_threads))
+                             float(scale or 0.0), bool(use_qk_l2norm), int(cpu_threads),
+                             state_indices)
     return out, final_state
 
 

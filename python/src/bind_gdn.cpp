@@ -9,7 +9,7 @@ namespace {
 
 GdnChunkArgs chunk_args(ArrayScope& s, nb::handle q, nb::handle k, nb::handle v, nb::handle g,
                         nb::handle beta, nb::handle cu, nb::handle h0, nb::handle ht, nb::handle o,
-                        float scale, bool l2norm) {
+                        float scale, bool l2norm, nb::handle slots) {
   GdnChunkArgs a;
   a.q = s.in(q, "q");
   a.k = s.in(k, "k");
@@ -19,6 +19,7 @@ GdnChunkArgs chunk_args(ArrayScope& s, nb::handle q, nb::handle k, nb::handle v,
   a.cu_seqlens = s.in(cu, "cu_seqlens");
   a.initial_state = s.in(h0, "initial_state");
   a.final_state = s.out(ht, "final_state");
+  a.state_indices = s.in(slots, "state_indices");
   a.o = s.out(o, "out");
   a.scale = scale;
   a.use_qk_l2norm = l2norm;
@@ -28,18 +29,18 @@ GdnChunkArgs chunk_args(ArrayScope& s, nb::handle q, nb::handle k, nb::handle v,
 void chunk_forward(nb::handle q, nb::handle k, nb::handle v, nb::handle g, nb::handle beta,
                    nb::handle cu, nb::handle h0, nb::handle ht, nb::handle o, float scale,
                    bool l2norm, const std::string& backend, uintptr_t stream, bool validate,
-                   int threads) {
+                   int threads, nb::handle slots) {
   ArrayScope s;
-  const GdnChunkArgs a = chunk_args(s, q, k, v, g, beta, cu, h0, ht, o, scale, l2norm);
+  const GdnChunkArgs a = chunk_args(s, q, k, v, g, beta, cu, h0, ht, o, scale, l2norm, slots);
   const ExecOptions opts = exec_options(backend, stream, validate, threads);
   call(a.q.device, [&] { return gdn_chunk_forward(a, opts); });
 }
 
 void recurrent_forward(nb::handle q, nb::handle k, nb::handle v, nb::handle g, nb::handle beta,
                        nb::handle cu, nb::handle h0, nb::handle ht, nb::handle o, float scale,
-                       bool l2norm, int threads) {
+                       bool l2norm, int threads, nb::handle slots) {
   ArrayScope s;
-  const GdnChunkArgs a = chunk_args(s, q, k, v, g, beta, cu, h0, ht, o, scale, l2norm);
+  const GdnChunkArgs a = chunk_args(s, q, k, v, g, beta, cu, h0, ht, o, scale, l2norm, slots);
   const ExecOptions opts = exec_options("auto", 0, false, threads);
   call(a.q.device, [&] { return gdn_recurrent_forward(a, opts); });
 }
@@ -162,11 +163,11 @@ void bind_gdn(nb::module_& m) {
   m.def("gdn_chunk_forward", &chunk_forward, arg("q"), arg("k"), arg("v"), arg("g"), arg("beta"),
         arg("cu_seqlens").none(), arg("initial_state").none(), arg("final_state").none(),
         arg("out"), arg("scale"), arg("use_qk_l2norm"), arg("backend"), arg("stream"),
-        arg("validate_indices"), arg("cpu_threads"));
+        arg("validate_indices"), arg("cpu_threads"), arg("state_indices").none() = nb::none());
   m.def("gdn_recurrent_forward", &recurrent_forward, arg("q"), arg("k"), arg("v"), arg("g"),
         arg("beta"), arg("cu_seqlens").none(), arg("initial_state").none(),
         arg("final_state").none(), arg("out"), arg("scale"), arg("use_qk_l2norm"),
-        arg("cpu_threads"));
+        arg("cpu_threads"), arg("state_indices").none() = nb::none());
   m.def("gdn_chunk_cumsum", &cumsum, arg("g"), arg("cu_seqlens").none(), arg("g_cum"),
         arg("backend"), arg("stream"), arg("validate_indices"), arg("cpu_threads"));
   m.def("gdn_kkt_inverse", &kkt_inverse, arg("k"), arg("beta"), arg("g_cum"),

@@ -282,6 +282,29 @@ def test_gdn_decode_step_several_tokens_per_sequence():
     np.testing.assert_array_equal(o2, o)
 
 
+def test_gdn_chunk_forward_with_a_state_pool():
+    """state_indices: sequences read and write pool rows (in place), -1 starts from zeros and
+    writes nothing; equal to the forward on gathered states."""
+    rng = np.random.default_rng(17)
+    n, t, h, hv, kd, vd = 3, 70, 1, 2, 32, 16
+    q, k, v, g, beta = gdn_inputs(rng, 1, n * t, h, hv, kd, vd)
+    cu = np.arange(n + 1, dtype=np.int32) * t
+    pool = randn(rng, 5, hv, kd, vd, scale=0.3)
+    slots = np.array([4, -1, 1], np.int32)
+    gathered = np.where(slots[:, None, None, None] >= 0, pool[np.maximum(slots, 0)], 0)
+    o_ref, s_ref = attnkit.gdn_chunk_forward(q, k, v, g, beta, cu_seqlens=cu,
+                                             initial_state=gathered.copy(),
+                                             output_final_state=True)
+    pooled = pool.copy()
+    o, fin = attnkit.gdn_chunk_forward(q, k, v, g, beta, cu_seqlens=cu, initial_state=pooled,
+                                       output_final_state=True, state_indices=slots)
+    assert fin is pooled
+    np.testing.assert_array_equal(o, o_ref)
+    want = pool.copy()
+    want[4], want[1] = s_ref[0], s_ref[2]
+    np.testing.assert_array_equal(pooled, want)
+
+
 def test_gdn_decode_step_fused_gating():
     """g and beta from the layer's parameters equal the explicit gates computed in float64."""
     rng = np.random.default_rng(12)

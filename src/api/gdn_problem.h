@@ -29,6 +29,12 @@ struct GdnProblem {
   float scale = 0.f;       // resolved (never 0) for ops that read q; 0 otherwise
   bool use_qk_l2norm = false;
   bool has_initial_state = false, has_final_state = false;
+  // state_indices given: the states are pool rows. slots holds them (host-read, checked) unless
+  // they are on a CUDA device and unread.
+  bool state_slots = false;
+  std::vector<int32_t> slots;
+  // Pool row of sequence n's states (n itself without state_indices); -1: none.
+  int64_t state_row(int64_t n) const { return state_slots ? slots[n] : n; }
 
   // Host copies of the sequence layout. Present unless cu_seqlens is on a CUDA device and was not
   // read (ExecOptions::validate_device_indices unset): then indices_on_host is false, the vectors

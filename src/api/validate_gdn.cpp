@@ -79,6 +79,67 @@ Status check_state(const TensorView& t, const char* name, const GdnProblem& p) {
                       "([N, HV, K, V], one state per sequence)", Inner::kLastTwo);
 }
 
+// An fp32 state pool [P, HV, K, V] (any P), or none.
+Status check_pool(const TensorView& t, const char* name, const Device& dev, int64_t HV, int64_t K,
+                  int64_t V) {
+  if (!t.defined()) return Status::Ok();
+  return check_tensor(t, name, dev, {DType::kFloat32}, {-1, HV, K, V},
+                      "([P, HV, K, V], a pool of states)", Inner::kLastTwo);
+}
+
+// int32 [n] pool slots: read into `slots`, each -1 (padding) or inside [0, P), none repeated.
+Status read_slots(const TensorView& idx, const char* name, int64_t n, int64_t P,
+                  const char* pool, const ExecOptions& opts, std::vector<int32_t>* slots) {
+  ATTNKIT_RETURN_IF_ERROR(read_int32(idx, name, opts.stream, slots));
+  // Two sequences sharing a slot would race on it (and the result would depend on the order).
+  // Sorted (slot, sequence) pairs find a repeat in O(n log n), whatever the pool's size.
+  std::vector<std::pair<int32_t, int64_t>> by_slot;
+  by_slot.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t s = (*slots)[i];
+    if (s == -1) continue;
+    if (s < 0 || s >= P)
+      return Status::Invalid(std::string(name) + "[" + num(i) + "] = " + num(s) +
+                             " is outside [0, " + num(P) + ") (" + pool +
+                             " slots) and is not -1 (padding)");
+    by_slot.emplace_back(s, i);
+  }
+  std::sort(by_slot.begin(), by_slot.end());
+  for (size_t i = 1; i < by_slot.size(); ++i)
+    if (by_slot[i].first == by_slot[i - 1].first)
+      return Status::Invalid(std::string(name) + "[" + num(by_slot[i].second) + "] = " +
+                             num(by_slot[i].first) + " repeats " + name + "[" +
+                             num(by_slot[i - 1].second) + "]: each sequence needs its own slot");
+  return Status::Ok();
+}
+
+// The forward's initial / final states: one per sequence, or pool rows picked by state_indices.
+Status check_states(const GdnChunkArgs& a, const ExecOptions& opts, GdnProblem* p) {
+  p->has_initial_state = a.initial_state.defined();
+  p->has_final_state = a.final_state.defined();
+  if (!a.state_indices.defined()) {
+    ATTNKIT_RETURN_IF_ERROR(check_state(a.initial_state, "initial_state", *p));
+    return check_state(a.final_state, "final_state", *p);
+  }
+  if (!p->has_initial_state && !p->has_final_state)
+    return Status::Invalid("state_indices picks rows of initial_state / final_state pools; give "
+                           "at least one of them");
+  ATTNKIT_RETURN_IF_ERROR(require_dtype(a.state_indices, "state_indices", {DType::kInt32}));
+  ATTNKIT_RETURN_IF_ERROR(require_shape(a.state_indices, "state_indices", {p->N}));
+  ATTNKIT_RETURN_IF_ERROR(check_layout(a.state_indices, "state_indices", p->device));
+  ATTNKIT_RETURN_IF_ERROR(check_pool(a.initial_state, "initial_state", p->device, p->HV, p->K, p->V));
+  ATTNKIT_RETURN_IF_ERROR(check_pool(a.final_state, "final_state", p->device, p->HV, p->K, p->V));
+  p->state_slots = true;
+  if (p->device.type != DeviceType::kCPU && !opts.validate_device_indices) return Status::Ok();
+  int64_t P = INT64_MAX;
+  for (const TensorView* t : {&a.initial_state, &a.final_state})
+    if (t->defined()) P = std::min(P, t->shape[0]);
+  const char* pool = p->has_initial_state && p->has_final_state ? "initial_state and final_state"
+                     : p->has_initial_state                     ? "initial_state"
+                                                                : "final_state";
+  return read_slots(a.state_indices, "state_indices", p->N, P, pool, opts, &p->slots);
+}
+
 Status check_heads(GdnProblem* p, const char* qk_name, const char* v_name) {
   if (p->H < 1) return Status::Invalid(std::string(qk_name) + " must have at least one head");
   if (p->HV < 1) return Status::Invalid(std::string(v_name) + " must have at least one head");
@@ -204,16 +265,14 @@ Status validate_gdn_chunk(const GdnChunkArgs& a, const ExecOptions& opts, GdnPro
       check_tensor(a.o, "o", p->device, {p->dtype}, {p->B, p->T, p->HV, p->V}, "([B, T, HV, V])"));
   ATTNKIT_RETURN_IF_ERROR(check_head_size(p->K, "q/k head size K"));
   ATTNKIT_RETURN_IF_ERROR(check_head_size(p->V, "v head size V"));
-  ATTNKIT_RETURN_IF_ERROR(check_state(a.initial_state, "initial_state", *p));
-  ATTNKIT_RETURN_IF_ERROR(check_state(a.final_state, "final_state", *p));
-  p->has_initial_state = a.initial_state.defined();
-  p->has_final_state = a.final_state.defined();
+  ATTNKIT_RETURN_IF_ERROR(check_states(a, opts, p));
   p->use_qk_l2norm = a.use_qk_l2norm;
   ATTNKIT_RETURN_IF_ERROR(check_scale(a.scale, p->K, p));
   ATTNKIT_RETURN_IF_ERROR(require_outputs_apart(
       {{&a.o, "o"}, {&a.final_state, "final_state"}},
       {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.g, "g"}, {&a.beta, "beta"},
-       {&a.cu_seqlens, "cu_seqlens"}, {&a.initial_state, "initial_state"}},
+       {&a.cu_seqlens, "cu_seqlens"}, {&a.initial_state, "initial_state"},
+       {&a.state_indices, "state_indices"}},
       {{&a.final_state, &a.initial_state}}));
   return read_layout(a.cu_seqlens, opts, p);
 }
@@ -435,26 +494,8 @@ Status validate_gdn_decode(const GdnDecodeArgs& a, const ExecOptions& opts, GdnD
 
   p->indices_on_host = dev.type == DeviceType::kCPU || opts.validate_device_indices;
   if (!p->indices_on_host) return Status::Ok();
-  ATTNKIT_RETURN_IF_ERROR(read_int32(a.state_indices, "state_indices", opts.stream, &p->slots));
-  // Two sequences sharing a slot would race on it (and the result would depend on the order).
-  // Sorted (slot, sequence) pairs find a repeat in O(N log N), whatever the pool's size.
-  // -1 marks a padding row (skipped), which any number of rows may share.
-  std::vector<std::pair<int32_t, int64_t>> by_slot;
-  by_slot.reserve(static_cast<size_t>(p->N));
-  for (int64_t n = 0; n < p->N; ++n) {
-    const int32_t s = p->slots[n];
-    if (s == -1) continue;
-    if (s < 0 || s >= p->P)
-      return Status::Invalid("state_indices[" + num(n) + "] = " + num(s) + " is outside [0, " +
-                             num(p->P) + ") (state_pool slots) and is not -1 (padding)");
-    by_slot.emplace_back(s, n);
-  }
-  std::sort(by_slot.begin(), by_slot.end());
-  for (size_t i = 1; i < by_slot.size(); ++i)
-    if (by_slot[i].first == by_slot[i - 1].first)
-      return Status::Invalid("state_indices[" + num(by_slot[i].second) + "] = " +
-                             num(by_slot[i].first) + " repeats state_indices[" +
-                             num(by_slot[i - 1].second) + "]: each sequence needs its own slot");
+  ATTNKIT_RETURN_IF_ERROR(
+      read_slots(a.state_indices, "state_indices", p->N, p->P, "state_pool", opts, &p->slots));
   return Status::Ok();
 }
 

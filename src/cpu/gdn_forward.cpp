@@ -36,7 +36,8 @@ Status cpu_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const E
     std::vector<float> S(K * V, 0.f), q(kC * K), k(kC * K), v(kC * V), a_inv(kC * kC), w(kC * K),
         u(kC * V), vn(kC * V), o(kC * V);
     float g[kC], gc[kC], beta[kC];
-    if (p.has_initial_state) load_state(a.initial_state, n, hv, S.data());
+    const int64_t row = p.state_row(n);  // -1: padding, no state read or written
+    if (p.has_initial_state && row >= 0) load_state(a.initial_state, row, hv, S.data());
     for (int64_t j = 0; j < p.chunks_of(n); ++j) {
       const int64_t t0 = p.seq_start[n] + j * kC;
       const int64_t L = std::min(kC, p.seq_len[n] - j * kC);
@@ -53,7 +54,7 @@ Status cpu_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const E
       chunk_state_update(k.data(), vn.data(), gc, L, K, V, S.data());
     }
     // Written last, so final_state may be the same memory as initial_state.
-    if (p.has_final_state) store_state(a.final_state, n, hv, S.data());
+    if (p.has_final_state && row >= 0) store_state(a.final_state, row, hv, S.data());
   });
   return Status::Ok();
 }
@@ -64,7 +65,8 @@ Status cpu_gdn_recurrent_forward(const GdnChunkArgs& a, const GdnProblem& p,
     const int64_t n = task / p.HV, hv = task % p.HV, b = p.batch_of(n), h = hv / p.group();
     const int64_t K = p.K, V = p.V;
     std::vector<float> S(K * V, 0.f), q(K), k(K), v(V), o(V), scratch(V);
-    if (p.has_initial_state) load_state(a.initial_state, n, hv, S.data());
+    const int64_t row = p.state_row(n);  // -1: padding, no state read or written
+    if (p.has_initial_state && row >= 0) load_state(a.initial_state, row, hv, S.data());
     for (int64_t i = 0; i < p.seq_len[n]; ++i) {
       const int64_t t = p.seq_start[n] + i;
       float g, beta;
@@ -76,7 +78,7 @@ Status cpu_gdn_recurrent_forward(const GdnChunkArgs& a, const GdnProblem& p,
                  scratch.data());
       store_rows(a.o, b, t, 1, hv, o.data());
     }
-    if (p.has_final_state) store_state(a.final_state, n, hv, S.data());
+    if (p.has_final_state && row >= 0) store_state(a.final_state, row, hv, S.data());
   });
   return Status::Ok();
 }

@@ -5,7 +5,9 @@
 // kernel and of its intra kernel included. Outputs are poisoned first.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <utility>
@@ -119,6 +121,70 @@ void run_forward(const ChunkCase& c, uint64_t seed) {
   testkit::cuda_synchronize();
   expect_close(o2, ref_o, "o (in place)");
   expect_close(states, ref_fin, "final_state (in place)");
+}
+
+// States in a pool (state_indices, as engines keep them), updated in place: sequence n reads and
+// writes pool row slots[n], -1 starts from zeros and writes nothing, rows no sequence names stay
+// bit-identical. Key-last pools through the transposed view; the sm90 and the mma.sync kernels.
+void run_pooled(const ChunkCase& c, const std::vector<int32_t>& slots, int64_t pool_rows,
+                uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const Inputs h = make_inputs(c, rng);
+  Buffer pool(DType::kFloat32, {pool_rows, c.HV, kD, kD});
+  testkit::fill_normal(pool, rng, 0.f, 0.3f);
+  Buffer idx(DType::kInt32, {c.N()});
+  idx.from_int(slots);
+  auto args = [&](const Inputs& in, const Buffer& o, const Buffer& states, const Buffer& ix) {
+    GdnChunkArgs a;
+    a.q = in.q.view();
+    a.k = in.k.view();
+    a.v = in.v.view();
+    a.g = in.g.view();
+    a.beta = in.beta.view();
+    a.cu_seqlens = opt(in.cu);
+    a.initial_state = a.final_state = state_view(states, c.key_last);
+    a.state_indices = ix.view();
+    a.o = o.view();
+    a.use_qk_l2norm = c.l2norm;
+    return a;
+  };
+  Buffer ref_o(c.dt, {c.B, c.T, c.HV, kD}), ref_pool = pool.to(cpu());
+  ExecOptions co;
+  co.backend = Backend::kCPU;
+  Status st = gdn_chunk_forward(args(h, ref_o, ref_pool, idx), co);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const std::vector<float> pool0 = pool.to_float();
+
+  const Inputs d = to_device(h);
+  const Buffer didx = dev(idx);
+  const std::pair<const char*, const char*> kernels[] = {{"", ""}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
+  for (const auto& [name, value] : kernels) {
+    SCOPED_TRACE(*name ? name : "default kernels");
+    if (*name) setenv(name, value, 1);
+    Buffer o = poisoned(c.dt, {c.B, c.T, c.HV, kD}), states = dev(pool);
+    st = gdn_chunk_forward(args(d, o, states, didx));
+    if (*name) unsetenv(name);
+    ASSERT_TRUE(st.ok()) << st.message();
+    testkit::cuda_synchronize();
+    expect_close(o, ref_o, "o");
+    expect_close(states, ref_pool, "pool");
+    const std::vector<float> got = states.to_float();
+    const int64_t per = c.HV * kD * kD;
+    for (int64_t r = 0; r < pool_rows; ++r) {
+      if (std::find(slots.begin(), slots.end(), r) != slots.end()) continue;
+      EXPECT_EQ(std::memcmp(&got[r * per], &pool0[r * per], per * sizeof(float)), 0)
+          << "pool row " << r << " (no sequence's) changed";
+    }
+  }
+}
+
+TEST(GdnChunkCuda, ForwardStatePoolInPlace) {
+  run_pooled({1, 300, 2, 4, {0, 100, 164, 300}, DType::kBFloat16, false, true}, {6, -1, 2}, 8, 61);
+}
+TEST(GdnChunkCuda, ForwardStatePoolKeyLast) {
+  ChunkCase c{2, 130, 1, 2, {}, DType::kFloat16, true, true};
+  c.key_last = true;
+  run_pooled(c, {0, 3}, 5, 62);
 }
 
 TEST(GdnChunkCuda, ForwardDenseUnevenLength) {

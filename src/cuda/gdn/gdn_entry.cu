@@ -448,6 +448,12 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   sp.o = tok(a.o);
   sp.init = state(a.initial_state);
   sp.fin = state(a.final_state);
+  if (a.state_indices.defined()) {  // pools: sequence n's states are row state_indices[n]
+    for (gdn_cuda::StateT* st : {&sp.init, &sp.fin}) {
+      st->slots = static_cast<const int32_t*>(a.state_indices.data);
+      st->slot_stride = a.state_indices.stride[0];
+    }
+  }
   sp.H = ip.H;
   sp.HV = ip.HV;
   sp.scale = p.scale;

@@ -40,7 +40,18 @@ struct StateT {
   int dt = 0;
   int64_t s0 = 0, sh = 0, sk = 0, sv = 1;
   int64_t rows = 0;  // first dim: writes past it are dropped
+  // Optional: state i of the call lives in row slots[i] of a pool (GdnChunkArgs::state_indices).
+  const int32_t* slots = nullptr;
+  int64_t slot_stride = 1;
   ATTNKIT_HD bool defined() const { return p != nullptr; }
+  // Row of the call's state i: i, or its slot; -1 for no state (none given, or a slot outside
+  // [0, rows): padding, or an index nobody validated).
+  ATTNKIT_HD int64_t row(int64_t i) const {
+    if (p == nullptr) return -1;
+    if (slots == nullptr) return i;
+    const int64_t s = slots[i * slot_stride];
+    return s >= 0 && s < rows ? s : -1;
+  }
   // Element offset of S[i, hv][k, v].
   ATTNKIT_HD int64_t at(int64_t i, int64_t hv, int64_t k, int64_t v) const {
     return i * s0 + hv * sh + k * sk + v * sv;

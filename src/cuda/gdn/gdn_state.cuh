@@ -45,13 +45,14 @@ __global__ void __launch_bounds__(kStateThreads16) state_kernel_w16(StateParams 
   const int srow0 = 16 * (warp & 7), scol0 = 16 * (warp >> 3);
   const int vrow0 = 16 * (warp & 3), vcol0 = 8 * (warp >> 2);
 
+  const int64_t init_row = p.init.row(n), fin_row = p.fin.row(n);  // -1: no state
   float S[2][4];
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = srow0 + g + (e >= 2 ? 8 : 0), col = v0 + scol0 + nt * 8 + 2 * t + (e & 1);
-      S[nt][e] = p.init.defined() ? ld_any(p.init.p, 0, p.init.at(n, hv, r, col)) : 0.f;
+      S[nt][e] = init_row >= 0 ? ld_any(p.init.p, 0, p.init.at(init_row, hv, r, col)) : 0.f;
     }
 
   int64_t s0, s1;
@@ -151,17 +152,17 @@ __global__ void __launch_bounds__(kStateThreads16) state_kernel_w16(StateParams 
     }
     __syncthreads();
   }
-  if (p.fin.defined()) {
+  if (fin_row >= 0) {
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int h2 = 0; h2 < 2; ++h2) {
         const int r = srow0 + g + h2 * 8, col = v0 + scol0 + nt * 8 + 2 * t;
         if (p.fin.sv == 1) {
-          st_pair(p.fin.p, 0, p.fin.at(n, hv, r, col), S[nt][2 * h2], S[nt][2 * h2 + 1]);
+          st_pair(p.fin.p, 0, p.fin.at(fin_row, hv, r, col), S[nt][2 * h2], S[nt][2 * h2 + 1]);
         } else {  // key-last: the pair's two columns are not adjacent
-          static_cast<float*>(p.fin.p)[p.fin.at(n, hv, r, col)] = S[nt][2 * h2];
-          static_cast<float*>(p.fin.p)[p.fin.at(n, hv, r, col + 1)] = S[nt][2 * h2 + 1];
+          static_cast<float*>(p.fin.p)[p.fin.at(fin_row, hv, r, col)] = S[nt][2 * h2];
+          static_cast<float*>(p.fin.p)[p.fin.at(fin_row, hv, r, col + 1)] = S[nt][2 * h2 + 1];
         }
       }
   }

@@ -99,14 +99,15 @@ __global__ void __launch_bounds__(kSoThreads, 1) state_output_kernel(StateOutPar
   const int key0 = 32 * kq;
 
   // State warps: ST[nt][e] = S[key0 + 8 nt + 2 t + (e & 1)][v0 + vw + g + 8 (e >> 1)]
+  const int64_t init_row = p.init.row(n), fin_row = p.fin.row(n);  // -1: no state
   float ST[4][4];
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int k = key0 + 8 * nt + 2 * t + (e & 1), v = v0 + vw + g + 8 * (e >> 1);
-      ST[nt][e] = state_warp && p.init.defined()
-                      ? ld_any(p.init.p, 0, p.init.at(n, hv, k, v))
+      ST[nt][e] = state_warp && init_row >= 0
+                      ? ld_any(p.init.p, 0, p.init.at(init_row, hv, k, v))
                       : 0.f;
     }
   if (state_warp) publish_state(sm.sT[0], ST, vw, key0, g, t);  // read after the loop's first barrier
@@ -334,13 +335,13 @@ __global__ void __launch_bounds__(kSoThreads, 1) state_output_kernel(StateOutPar
   }
   __syncthreads();
   if (nchunks > 0 && !state_warp) flush(nchunks - 1);
-  if (p.fin.defined() && state_warp) {
+  if (fin_row >= 0 && state_warp) {
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int k = key0 + 8 * nt + 2 * t + (e & 1), v = v0 + vw + g + 8 * (e >> 1);
-        static_cast<float*>(p.fin.p)[p.fin.at(n, hv, k, v)] = ST[nt][e];
+        static_cast<float*>(p.fin.p)[p.fin.at(fin_row, hv, k, v)] = ST[nt][e];
       }
   }
 }

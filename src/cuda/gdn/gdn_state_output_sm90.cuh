@@ -551,11 +551,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       static_assert(std::is_same_v<decltype(accX.layout()), decltype(accVN.layout())>,
                     "X's accumulator must be laid out as VN's");
 
+      const int64_t init_row = p.init.row(n);  // -1: no state
       CUTE_UNROLL
       for (int i = 0; i < size(accS); ++i) {
         const int key = get<0>(cS(i)), c = get<1>(cS(i));
-        accS(i) = p.init.defined()
-                      ? static_cast<const float*>(p.init.p)[p.init.at(n, hv, key, v0 + c)]
+        accS(i) = init_row >= 0
+                      ? static_cast<const float*>(p.init.p)[p.init.at(init_row, hv, key, v0 + c)]
                       : 0.f;
       }
       // Shared-window addresses for the 4-byte pair stores (Cfg::kStsm false), once: the S pair
@@ -709,14 +710,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         publish();  // after the last chunk too: harmless
         release(s);
       }
-      if (p.fin.defined()) {
+      const int64_t fin_row = p.fin.row(n);  // -1: no state
+      if (fin_row >= 0) {
         CUTE_UNROLL
         for (int q = 0; q < kCols / 2; ++q) {
           CUTE_UNROLL
           for (int e = 0; e < 2; ++e) {
             const int i = so_pair_elem<kCols>(q) + e;
             const int key = get<0>(cS(i)), c = get<1>(cS(i));
-            static_cast<float*>(p.fin.p)[p.fin.at(n, hv, key, v0 + c)] = accS(i);
+            static_cast<float*>(p.fin.p)[p.fin.at(fin_row, hv, key, v0 + c)] = accS(i);
           }
         }
       }
