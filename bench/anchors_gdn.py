@@ -11,6 +11,7 @@ Prints one line per measurement and writes a JSON list of rows (rewritten after 
 bench/compare.py reads it. Exits non-zero if fla cannot be imported (after writing that error).
 
   python3 bench/anchors_gdn.py [--out FILE] [--cases B1_T4k,B1_T16k,B1_T64k,varlen8_32k]
+                               [--heads 16/32,2/8,4/16,16/64]
                                [--decode-batches 1,32,256]
 """
 import argparse
@@ -33,6 +34,8 @@ ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "ancho
                 help="JSON output file [default: $OUT/anchors_gdn.json, else ./anchors_gdn.json]")
 ap.add_argument("--cases", default=",".join(CASES), help="prefill cases: " + ",".join(CASES))
 ap.add_argument("--decode-batches", default="1,32,256", help="decode batch sizes ('' for none)")
+ap.add_argument("--heads", default="16/32",
+                help="q/k heads / value heads of the prefill cases, a comma list (e.g. 2/8,4/16)")
 args = ap.parse_args()
 cases = [c for c in args.cases.split(",") if c]
 for c in cases:
@@ -67,6 +70,7 @@ except Exception as e:
     sys.exit(1)
 
 H, HV, K, V = 16, 32, 128, 128
+HEADS = [tuple(int(x) for x in hh.split("/")) for hh in args.heads.split(",") if hh]
 
 
 def make(total_tokens, seqlens=None):
@@ -81,7 +85,7 @@ def make(total_tokens, seqlens=None):
     return q, k, v, g, beta, cu
 
 
-for label in cases:
+for (H, HV), label in [(hh, c) for hh in HEADS for c in cases]:
     T, sl = CASES[label]
     try:
         q, k, v, g, beta, cu = make(T, sl)
@@ -106,19 +110,20 @@ for label in cases:
         fo()
         ms_o = bench(fo)
         bytes_o = (q.numel() + k.numel() + v_new.numel() + h.numel() + T * HV * V) * 2 + gc.numel() * 4
-        row(kind="gdn-chunk_o", impl="fla-triton", case=label, T=T, ms=round(ms_o, 4),
-            GBps=round(bytes_o / ms_o / 1e6, 1))
+        row(kind="gdn-chunk_o", impl="fla-triton", case=label, T=T, H=H, HV=HV,
+            ms=round(ms_o, 4), GBps=round(bytes_o / ms_o / 1e6, 1))
         fh = lambda: chunk_gated_delta_rule_fwd_h(k=k, w=w, u=u, g=gc, cu_seqlens=cu, chunk_size=64)
         ms_h = bench(fh)
         fi = lambda: chunk_gated_delta_rule_fwd_intra(k=k, v=v, g=gc, beta=beta, cu_seqlens=cu, chunk_size=64)
         ms_i = bench(fi)
-        row(kind="gdn-stages", case=label, T=T, intra_ms=round(ms_i, 4), h_ms=round(ms_h, 4),
-            o_ms=round(ms_o, 4))
+        row(kind="gdn-stages", case=label, T=T, H=H, HV=HV, intra_ms=round(ms_i, 4),
+            h_ms=round(ms_h, 4), o_ms=round(ms_o, 4))
         del q, k, v, g, beta, h, v_new, w, u, A
     except Exception as e:
-        row(kind="gdn-fwd", case=label, T=T, error=repr(e)[:300])
+        row(kind="gdn-fwd", case=label, T=T, H=H, HV=HV, error=repr(e)[:300])
 
 # Decode: one token per sequence, recurrent state update. Bytes: the state read and written.
+H, HV = 16, 32
 if decode_batches:
     try:
         from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule

@@ -20,7 +20,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-SETS = ("default", "fa3", "decode", "fp8kv", "gdn")
+SETS = ("default", "fa3", "decode", "fp8kv", "gdn", "gdn-serving")
 ATTN_IMPLS = [("cudnn", "cuDNN"), ("torch-flash(FA2)", "FA2")]
 
 
@@ -96,6 +96,11 @@ def anchor_args(sets):
         gdn = []
     elif "default" in sets:
         gdn = ["--cases", "B1_T16k", "--decode-batches", "32,256"]
+    if "gdn-serving" in sets:  # bench.cpp's gdn-serving shapes
+        heads = "16/32,2/8,4/16,16/64"
+        if gdn is None:
+            gdn = ["--cases", "B1_T16k,B1_T64k,varlen8_32k", "--decode-batches", ""]
+        gdn += ["--heads", heads]
     return attn, gdn
 
 
@@ -115,7 +120,7 @@ def index_anchors(rows):
             key = ("decode", r.get("b"), r.get("L"), r.get("hq", 32), r.get("hkv", 8), r.get("d", 128))
         elif k == "gdn-fwd":
             varlen = r.get("varlen", "varlen" in str(r.get("case", "")))
-            key = ("gdn", r.get("T"), bool(varlen))
+            key = ("gdn", r.get("T"), bool(varlen), r.get("H", 16), r.get("HV", 32))
         elif k == "gdn-decode":
             key = ("gdn-decode", r.get("B"))
         if key is not None and "impl" in r:
@@ -130,7 +135,7 @@ def attnkit_key(r):
     if op == "decode":
         return ("decode", r.get("b"), r.get("sk"), r.get("hq"), r.get("hkv"), r.get("d", 128))
     if op == "gdn":
-        return ("gdn", r.get("T"), bool(r.get("varlen")))
+        return ("gdn", r.get("T"), bool(r.get("varlen")), r.get("H", 16), r.get("HV", 32))
     if op == "gdn-decode":
         return ("gdn-decode", r.get("b"))
     return None

@@ -29,7 +29,8 @@
 #   GPU_ROUND_PHASES   phases to run (default: "wheels build info test edge sanitize bench
 #                      stages accuracy"); a round that must fit a short time slot can be split, e.g.
 #                      "wheels build" then "test edge bench"
-#   GPU_ROUND_SHAPES   shape sets for the bench phase (default: "default"; all: "default fa3 decode fp8kv gdn")
+#   GPU_ROUND_SHAPES   shape sets for the bench phase (default: "default"; all: "default fa3 decode fp8kv
+#                      gdn gdn-serving")
 #   GPU_ROUND_BACKEND  attnkit bench --backend for the bench phase (default: auto), e.g.
 #                      cuda-portable to time the portable kernels next to the anchors of the same run
 #   GPU_ROUND_ARCHS    CUDA architectures (default: 90a)

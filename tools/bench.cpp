@@ -94,13 +94,13 @@ AttnCase decode(int b, int64_t L, int page_size) {
   return c;
 }
 
-GdnCase gdn(int64_t t, std::vector<int64_t> varlen = {}) {
+GdnCase gdn(int64_t t, std::vector<int64_t> varlen = {}, int64_t heads = 16, int64_t heads_v = 32) {
   GdnCase c;
   c.batch = 1;
   c.seqlen = t;
   c.varlen = std::move(varlen);
-  c.heads = 16;
-  c.heads_v = 32;
+  c.heads = heads;
+  c.heads_v = heads_v;
   c.initial_state = false;
   c.final_state = true;
   return c;
@@ -117,8 +117,8 @@ GdnCase gdn_decode(int n) {
 // The plan-name suffix of the Hopper (TMA) decode kernel (portable_dispatch.cu).
 constexpr const char* kTmaPlanSuffix = "+sm90tma";
 
-constexpr const char* kShapeSets[] = {"default", "fa3",    "varlen", "paged", "dims",
-                                      "splitkv", "decode", "fp8kv",  "gdn"};
+constexpr const char* kShapeSets[] = {"default", "fa3",   "varlen", "paged", "dims",       "splitkv",
+                                      "decode",  "fp8kv", "gdn",    "gdn-serving"};
 
 bool known_set(const std::string& s) {
   return std::find(std::begin(kShapeSets), std::end(kShapeSets), s) != std::end(kShapeSets);
@@ -274,6 +274,16 @@ std::vector<Item> shape_set(const std::string& set, bool gpu) {
       for (int64_t t : {256, 1024}) G(gdn(t), false);
       G(gdn(0, {100, 300, 50, 574}), false);
       for (int n : {1, 32}) G(gdn_decode(n), true);
+    }
+  } else if (set == "gdn-serving") {
+    // The heads one GPU holds under tensor parallelism (Qwen3.5-397B: 2 / 8 at TP8, 4 / 16 at
+    // TP4; Qwen3-Next 16 / 32, Qwen3.5-397B at TP1 16 / 64); bench/anchors_gdn.py --heads.
+    const std::pair<int64_t, int64_t> heads[] = {{2, 8}, {4, 16}, {16, 32}, {16, 64}};
+    const std::vector<int64_t> uneven = {1000, 7000, 3000, 5000, 2768, 8000, 4000, 2000};
+    for (auto [h, hv] : heads) {
+      for (int64_t t : gpu ? std::vector<int64_t>{16384, 65536} : std::vector<int64_t>{256})
+        G(gdn(t, {}, h, hv), false);
+      if (h <= 4) G(gdn(0, gpu ? uneven : std::vector<int64_t>{100, 300, 50}, h, hv), false);
     }
   }
   return out;
@@ -507,7 +517,8 @@ Flags make_flags() {
           "contiguous and paged 16/64; at B 16 x 8k also page 1, GQA 8/8, 64/8, 128/8 and head dims\n"
           "64 and 256), fp8kv (paged 16 decode, B 1/16/64 x L 8k/32k, over a 16-bit\n"
           "cache and e4m3 caches with per-tensor and per-token scales; bf16 and fp16 queries),\n"
-          "gdn (T 4k/16k/64k, varlen 8 seqs 32k, decode B 1/32/256).");
+          "gdn (T 4k/16k/64k, varlen 8 seqs 32k, decode B 1/32/256), gdn-serving (H/HV 2/8,\n"
+          "4/16, 16/32, 16/64 at T 16k and 64k; varlen 8 seqs 32k at 2/8 and 4/16).");
   f.add("shapes", FlagType::kString, "default", shape_set_list(" | ") + ", or a comma list")
       .add("backend", FlagType::kString, "auto", "auto | cpu | cuda-portable | cuda-sm90")
       .add("repeats", FlagType::kInt, "", "timed calls per shape; the median is reported "
