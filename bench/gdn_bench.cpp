@@ -7,9 +7,9 @@
 // The per-stage columns time the public stage ops (gdn_kkt_inverse, gdn_state_pass writing h and
 // V_new, gdn_chunk_output reading them); the forward itself runs the fused intra kernel and the
 // fused state/output kernel, which a profiler times (e.g. ncu -k regex:'intra|state_output'). Each
-// forward row also times the forward with the mma.sync kernels (ATTNKIT_GDN_NO_WGMMA=1), what GPUs
-// other than sm_90 run, and with only the intra stage on mma.sync (ATTNKIT_GDN_INTRA_NO_WGMMA=1),
-// beside the default (WGMMA/TMA on sm_90).
+// forward row also times the forward with the mma.sync kernels (detail::GdnKernels::mma_sync), what
+// GPUs other than sm_90 run, and with only the intra stage on mma.sync (::mma_sync_intra), beside
+// the default (WGMMA/TMA on sm_90).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include <tuple>
 #include <vector>
 
+#include "api/gdn_backends.h"
 #include "attnkit/gdn.h"
 #include "cuda_exit.h"
 #include "testkit/buffer.h"
@@ -31,6 +32,14 @@ using namespace attnkit;
 using testkit::Buffer;
 
 namespace {
+
+// The forward and the chunk-output stage with their CUDA kernels chosen instead of by the library.
+Status forward_with(const GdnChunkArgs& a, const detail::GdnKernels& k) {
+  return detail::gdn_chunk_forward_with(a, {}, k);
+}
+Status output_with(const GdnOutputArgs& a, const detail::GdnKernels& k) {
+  return detail::gdn_chunk_output_with(a, {}, k);
+}
 
 void check(const Status& s, const char* what) {
   if (!s.ok()) {
@@ -188,13 +197,12 @@ int main(int argc, char** argv) {
     a.o = o.view();
     const double ms = time_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
     // The same forward with the mma.sync kernels (what non-Hopper GPUs run).
-    setenv("ATTNKIT_GDN_NO_WGMMA", "1", 1);
-    const double ms_mma = time_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
-    unsetenv("ATTNKIT_GDN_NO_WGMMA");
+    detail::GdnKernels mma, mma_intra;
+    mma.mma_sync = true;
+    mma_intra.mma_sync_intra = true;
+    const double ms_mma = time_ms([&] { check(forward_with(a, mma), "forward"); }, 20);
     // Only the intra stage on mma.sync (one CTA per value head): the WGMMA intra kernel's gain.
-    setenv("ATTNKIT_GDN_INTRA_NO_WGMMA", "1", 1);
-    const double ms_mma_intra = time_ms([&] { check(gdn_chunk_forward(a), "forward"); }, 20);
-    unsetenv("ATTNKIT_GDN_INTRA_NO_WGMMA");
+    const double ms_mma_intra = time_ms([&] { check(forward_with(a, mma_intra), "forward"); }, 20);
     // Stages alone, on bf16 intermediates as the forward keeps them.
     TensorView cuv = cu.empty() ? TensorView{} : cu.view();
     Buffer gc(DType::kFloat32, {1, T, HV}, cuda(0));
@@ -209,12 +217,11 @@ int main(int argc, char** argv) {
     const double ms_h = time_ms([&] { check(gdn_state_pass(sa), "state"); }, 20);
     GdnOutputArgs oa{q.view(), k.view(), vn.view(), h.view(), gc.view(), cuv, o.view()};
     // The chunk-output stage op: its default kernel (WGMMA/TMA on sm_90) and the mma.sync one
-    // (ATTNKIT_GDN_NO_WGMMA=1), flushed and back to back.
+    // (detail::GdnKernels::mma_sync), flushed and back to back.
     auto out = [&] { check(gdn_chunk_output(oa), "output"); };
+    auto out_mma = [&] { check(output_with(oa, mma), "output"); };
     const double ms_o = time_ms(out, 50), ms_o_b2b = time_ms(out, 50, false);
-    setenv("ATTNKIT_GDN_NO_WGMMA", "1", 1);
-    const double ms_o_old = time_ms(out, 50), ms_o_old_b2b = time_ms(out, 50, false);
-    unsetenv("ATTNKIT_GDN_NO_WGMMA");
+    const double ms_o_old = time_ms(out_mma, 50), ms_o_old_b2b = time_ms(out_mma, 50, false);
     const double bytes_o = (2.0 * T * H * D + 2.0 * T * HV * D + double(C) * HV * D * D) * 2 + T * HV * 4.0;
     std::printf("forward %-12s T=%-6ld   %9.4f ms  %8.2f Mtok/s | kkt+inv %.4f ms  state %.4f ms | mma.sync fwd %.4f ms, mma intra %.4f ms\n",
                 c.name, long(T), ms, T / ms / 1e3, ms_kkt, ms_h, ms_mma, ms_mma_intra);

@@ -37,37 +37,31 @@ runs=()
 # (experiments/racecheck_probe.cu shows it on a kernel without any race), so its reports on those say
 # nothing: the Gated DeltaNet forward's sm90 intra kernel (its inverse syncs one warpgroup) and its
 # mma.sync kernels. So racecheck sees the forward cases with the mma.sync intra kernel
-# (ATTNKIT_GDN_INTRA_NO_WGMMA=1: the sm90 state/output kernel still runs), memcheck and synccheck
+# (--gdn-kernels mma-sync-intra: the sm90 state/output kernel still runs), memcheck and synccheck
 # with every kernel; the mma.sync kernels (what GPUs other than Hopper run, forced on Hopper with
-# ATTNKIT_GDN_NO_WGMMA=1) get memcheck and synccheck. The forward cases run once more with the
-# wide sm90 state/output kernel (ATTNKIT_GDN_SO_COLS=64), which the library picks for many
-# sequences.
+# --gdn-kernels mma-sync) get memcheck and synccheck. The forward cases run once more with the
+# wide sm90 state/output kernel (cols64), which the library picks for many sequences.
 for tool in memcheck racecheck synccheck; do
   for args in "${CASES[@]}"; do
-    env=none
-    [[ $tool == racecheck && $args == "--op gdn "* ]] && env=ATTNKIT_GDN_INTRA_NO_WGMMA=1
-    runs+=("$tool|$env|$args")
-    if [[ $args == "--op gdn "* ]]; then
-      wide=ATTNKIT_GDN_SO_COLS=64
-      [ "$env" != none ] && wide="$env $wide"
-      runs+=("$tool|$wide|$args")
-    fi
+    kernels=""
+    [[ $tool == racecheck && $args == "--op gdn "* ]] && kernels=mma-sync-intra
+    runs+=("$tool|$kernels|$args")
+    [[ $args == "--op gdn "* ]] && runs+=("$tool|${kernels:+$kernels,}cols64|$args")
   done
 done
 for tool in memcheck synccheck; do
   for args in "${CASES[@]}"; do
-    [[ $args == "--op gdn "* ]] && runs+=("$tool|ATTNKIT_GDN_NO_WGMMA=1|$args")
+    [[ $args == "--op gdn "* ]] && runs+=("$tool|mma-sync|$args")
   done
 done
 for run in "${runs[@]}"; do
-  IFS='|' read -r tool env args <<<"$run"
-  label="$tool $args" vars=()
-  # shellcheck disable=SC2206
-  [ "$env" != none ] && label="$tool $args ($env)" && vars=($env)
+  IFS='|' read -r tool kernels args <<<"$run"
+  label="$tool $args" extra=()
+  [ -n "$kernels" ] && label="$tool $args (--gdn-kernels $kernels)" && extra=(--gdn-kernels "$kernels")
   total=$((total + 1))
   # shellcheck disable=SC2086
-  env "${vars[@]}" timeout 300 compute-sanitizer --tool "$tool" --print-limit 3 \
-    --error-exitcode 9 "$BIN" check $args > "$log" 2>&1
+  timeout 300 compute-sanitizer --tool "$tool" --print-limit 3 \
+    --error-exitcode 9 "$BIN" check $args "${extra[@]}" > "$log" 2>&1
   rc=$?
   summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n1 | sed 's/^=* *//')
   if [ "$rc" -eq 3 ]; then

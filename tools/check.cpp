@@ -1,12 +1,14 @@
 // `attnkit check`: runs one op (or the edge-shape list) and compares it with a reference: a GPU
 // backend against the CPU backend, or the CPU backend against the naive fp64 loops of
 // testkit/naive.h. Outputs are poisoned (NaN) first, so an unwritten element shows up as a NaN.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "api/gdn_backends.h"
 #include "cases.h"
 #include "commands.h"
 #include "edge_shapes.h"
@@ -40,6 +42,7 @@ struct Mode {
   Device dev = cpu();  // where the op under test runs
   Backend backend = Backend::kAuto;
   int threads = 0;
+  detail::GdnKernels gdn_kernels;  // --gdn-kernels: Gated DeltaNet CUDA kernels forced
   std::string note;  // why this mode was chosen, when it was not asked for
   std::string describe() const {
     if (naive) return "cpu backend vs naive fp64 loop (testkit/naive.h)";
@@ -202,7 +205,8 @@ Outcome check_gdn(const GdnCase& c, const Mode& m) {
     out.kernel = std::string("gdn/") + to_string(m.backend);
     GdnTensors dev = copy_gdn(host, m.dev);
     dev.poison_outputs();
-    RUN_OR_FAIL("op", gdn_chunk_forward(dev.args(c), opts_for(m, m.backend)));
+    RUN_OR_FAIL("op",
+                detail::gdn_chunk_forward_with(dev.args(c), opts_for(m, m.backend), m.gdn_kernels));
     RUN_OR_FAIL("op (synchronize)", gpu::synchronize());
     o = dev.o.to_float();
     if (c.final_state) ht = dev.ht.to_float();
@@ -273,7 +277,8 @@ Outcome check_gdn_decode(const GdnCase& c, const Mode& m) {
     out.kernel = std::string("gdn-decode/") + to_string(m.backend);
     GdnDecodeTensors dev = copy_gdn_decode(host, m.dev);
     dev.poison_outputs();
-    RUN_OR_FAIL("op", gdn_decode_step(dev.args(c), opts_for(m, m.backend)));
+    RUN_OR_FAIL("op",
+                detail::gdn_decode_step_with(dev.args(c), opts_for(m, m.backend), m.gdn_kernels));
     RUN_OR_FAIL("op (synchronize)", gpu::synchronize());
     o = dev.o.to_float();
     pool = dev.pool.to_float();
@@ -441,7 +446,12 @@ Flags make_flags() {
       .add("backend", FlagType::kString, "auto", "auto | cpu | cuda-portable | cuda-sm90")
       .add("naive", FlagType::kBool, "", "compare the CPU backend with the naive fp64 loops")
       .add("seed", FlagType::kInt, "1", "random seed for the inputs")
-      .add("threads", FlagType::kInt, "0", "CPU backend threads (0 = all cores)");
+      .add("threads", FlagType::kInt, "0", "CPU backend threads (0 = all cores)")
+      .add("gdn-kernels", FlagType::kString, "",
+           "Gated DeltaNet CUDA kernels instead of the library's choice, a comma list of: "
+           "mma-sync (what GPUs other than Hopper run), mma-sync-intra (the forward's intra "
+           "stage only), decode-ring (at any batch), cols32 | cols64 (the sm90 state/output "
+           "kernel's columns), cluster1 | cluster2 (its cluster size at 32 columns)");
   f.section("Attention (--op attention; merge uses --splits, --seqlen-q, --heads-q, --dim-v)")
       .add("batch", FlagType::kInt, "", "batch size [default: 2; gdn 1; gdn-decode 8]")
       .add("seqlen-q", FlagType::kInt, "128", "queries per sequence (merge: tokens)")
@@ -493,7 +503,26 @@ Flags make_flags() {
   return f;
 }
 
+Status parse_gdn_kernels(const std::string& list, detail::GdnKernels* k) {
+  size_t at = 0;
+  while (at < list.size()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string w = list.substr(at, end - at);
+    at = end + 1;
+    if (w == "mma-sync") k->mma_sync = true;
+    else if (w == "mma-sync-intra") k->mma_sync_intra = true;
+    else if (w == "decode-ring") k->decode_ring = true;
+    else if (w == "cols32" || w == "cols64") k->state_output_cols = w == "cols32" ? 32 : 64;
+    else if (w == "cluster1" || w == "cluster2") k->state_output_cluster = w == "cluster1" ? 1 : 2;
+    else if (!w.empty())
+      return Status::Invalid("--gdn-kernels: '" + w + "' is not one of mma-sync, mma-sync-intra, "
+                             "decode-ring, cols32, cols64, cluster1, cluster2");
+  }
+  return Status::Ok();
+}
+
 Status build_mode(const Flags& f, Mode* m) {
+  ATTNKIT_RETURN_IF_ERROR(parse_gdn_kernels(f.str("gdn-kernels"), &m->gdn_kernels));
   Backend b;
   if (!parse_backend(f.str("backend"), &b))
     return Status::Invalid("--backend must be auto, cpu, cuda-portable or cuda-sm90, got '" +

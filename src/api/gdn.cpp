@@ -79,49 +79,80 @@ Status dispatch_state_pass(const GdnStateArgs& a, const GdnProblem& p, const Exe
 #endif
 }
 
-Status dispatch_output(const GdnOutputArgs& a, const GdnProblem& p, const ExecOptions& opts) {
+Status dispatch_output(const GdnOutputArgs& a, const GdnProblem& p, const ExecOptions& opts,
+                       const detail::GdnKernels& kernels) {
   bool cpu = false;
   ATTNKIT_RETURN_IF_ERROR(route_cpu(p.device, opts, "gdn_chunk_output", &cpu));
   if (cpu) return detail::cpu_gdn_chunk_output(a, p, opts);
 #ifdef ATTNKIT_WITH_CUDA
-  return detail::cuda_gdn_chunk_output(a, p, opts);
+  return detail::cuda_gdn_chunk_output(a, p, opts, kernels);
 #else
+  (void)kernels;
   return no_cuda_kernel("gdn_chunk_output");
 #endif
 }
 
 Status dispatch_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p,
-                              const ExecOptions& opts) {
+                              const ExecOptions& opts, const detail::GdnKernels& kernels) {
   bool cpu = false;
   ATTNKIT_RETURN_IF_ERROR(route_cpu(p.device, opts, "gdn_chunk_forward", &cpu));
   if (cpu) return detail::cpu_gdn_chunk_forward(a, p, opts);
 #ifdef ATTNKIT_WITH_CUDA
-  return detail::cuda_gdn_chunk_forward(a, p, opts);
+  return detail::cuda_gdn_chunk_forward(a, p, opts, kernels);
 #else
+  (void)kernels;
   return no_cuda_kernel("gdn_chunk_forward");
 #endif
 }
 
 Status dispatch_decode(const GdnDecodeArgs& a, const GdnDecodeProblem& p,
-                       const ExecOptions& opts) {
+                       const ExecOptions& opts, const detail::GdnKernels& kernels) {
   bool cpu = false;
   ATTNKIT_RETURN_IF_ERROR(route_cpu(p.device, opts, "gdn_decode_step", &cpu));
   if (cpu) return detail::cpu_gdn_decode_step(a, p, opts);
 #ifdef ATTNKIT_WITH_CUDA
-  return detail::cuda_gdn_decode_step(a, p, opts);
+  return detail::cuda_gdn_decode_step(a, p, opts, kernels);
 #else
+  (void)kernels;
   return no_cuda_kernel("gdn_decode_step");
 #endif
 }
 
 }  // namespace
 
-Status gdn_chunk_forward(const GdnChunkArgs& args, const ExecOptions& opts) {
-  return detail::guard([&]() -> Status {
+namespace detail {
+
+Status gdn_chunk_forward_with(const GdnChunkArgs& args, const ExecOptions& opts,
+                              const GdnKernels& kernels) {
+  return guard([&]() -> Status {
     GdnProblem prob;
-    ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_chunk(args, opts, &prob));
-    return dispatch_chunk_forward(args, prob, opts);
+    ATTNKIT_RETURN_IF_ERROR(validate_gdn_chunk(args, opts, &prob));
+    return dispatch_chunk_forward(args, prob, opts, kernels);
   });
+}
+
+Status gdn_chunk_output_with(const GdnOutputArgs& args, const ExecOptions& opts,
+                             const GdnKernels& kernels) {
+  return guard([&]() -> Status {
+    GdnProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(validate_gdn_output(args, opts, &prob));
+    return dispatch_output(args, prob, opts, kernels);
+  });
+}
+
+Status gdn_decode_step_with(const GdnDecodeArgs& args, const ExecOptions& opts,
+                            const GdnKernels& kernels) {
+  return guard([&]() -> Status {
+    GdnDecodeProblem prob;
+    ATTNKIT_RETURN_IF_ERROR(validate_gdn_decode(args, opts, &prob));
+    return dispatch_decode(args, prob, opts, kernels);
+  });
+}
+
+}  // namespace detail
+
+Status gdn_chunk_forward(const GdnChunkArgs& args, const ExecOptions& opts) {
+  return detail::gdn_chunk_forward_with(args, opts, {});
 }
 
 Status gdn_chunk_cumsum(const GdnCumsumArgs& args, const ExecOptions& opts) {
@@ -157,11 +188,7 @@ Status gdn_state_pass(const GdnStateArgs& args, const ExecOptions& opts) {
 }
 
 Status gdn_chunk_output(const GdnOutputArgs& args, const ExecOptions& opts) {
-  return detail::guard([&]() -> Status {
-    GdnProblem prob;
-    ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_output(args, opts, &prob));
-    return dispatch_output(args, prob, opts);
-  });
+  return detail::gdn_chunk_output_with(args, opts, {});
 }
 
 Status gdn_num_chunks(const TensorView& q, const TensorView& cu_seqlens, int64_t* num_chunks) {
@@ -169,11 +196,7 @@ Status gdn_num_chunks(const TensorView& q, const TensorView& cu_seqlens, int64_t
 }
 
 Status gdn_decode_step(const GdnDecodeArgs& args, const ExecOptions& opts) {
-  return detail::guard([&]() -> Status {
-    GdnDecodeProblem prob;
-    ATTNKIT_RETURN_IF_ERROR(detail::validate_gdn_decode(args, opts, &prob));
-    return dispatch_decode(args, prob, opts);
-  });
+  return detail::gdn_decode_step_with(args, opts, {});
 }
 
 Status gdn_recurrent_forward(const GdnChunkArgs& args, const ExecOptions& opts) {

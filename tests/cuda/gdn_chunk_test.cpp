@@ -78,7 +78,19 @@ TensorView state_view(const Buffer& b, bool key_last) {
                    {v.stride[0], v.stride[1], 1, kD}, b.device());
 }
 
-void run_forward(const ChunkCase& c, uint64_t seed) {
+GdnKernels so_variant(int cols, int cluster) {
+  GdnKernels k;
+  k.state_output_cols = cols;
+  k.state_output_cluster = cluster;
+  return k;
+}
+GdnKernels intra_mma_sync_kernels() {
+  GdnKernels k;
+  k.mma_sync_intra = true;
+  return k;
+}
+
+void run_forward(const ChunkCase& c, uint64_t seed, const GdnKernels& kernels = {}) {
   std::mt19937_64 rng(seed);
   const Inputs h = make_inputs(c, rng);
   auto args = [&](const Inputs& in, const Buffer& o, const Buffer& fin) {
@@ -105,7 +117,7 @@ void run_forward(const ChunkCase& c, uint64_t seed) {
   Buffer o = poisoned(c.dt, {c.B, c.T, c.HV, kD}), fin = poisoned(DType::kFloat32, {c.N(), c.HV, kD, kD});
   ExecOptions go;
   go.validate_device_indices = c.validate_indices;
-  st = gdn_chunk_forward(args(d, o, fin), go);
+  st = chunk_forward_with(args(d, o, fin), kernels, go);
   ASSERT_TRUE(st.ok()) << st.message();
   testkit::cuda_synchronize();
   expect_close(o, ref_o, "o");
@@ -116,7 +128,7 @@ void run_forward(const ChunkCase& c, uint64_t seed) {
   Buffer o2 = poisoned(c.dt, {c.B, c.T, c.HV, kD});
   GdnChunkArgs a = args(d, o2, fin);
   a.initial_state = a.final_state = state_view(states, c.key_last);
-  st = gdn_chunk_forward(a, go);
+  st = chunk_forward_with(a, kernels, go);
   ASSERT_TRUE(st.ok()) << st.message();
   testkit::cuda_synchronize();
   expect_close(o2, ref_o, "o (in place)");
@@ -157,13 +169,11 @@ void run_pooled(const ChunkCase& c, const std::vector<int32_t>& slots, int64_t p
 
   const Inputs d = to_device(h);
   const Buffer didx = dev(idx);
-  const std::pair<const char*, const char*> kernels[] = {{"", ""}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
-  for (const auto& [name, value] : kernels) {
-    SCOPED_TRACE(*name ? name : "default kernels");
-    if (*name) setenv(name, value, 1);
+  const NamedKernels kernels[] = {{"default kernels", {}}, {"mma.sync", mma_sync_kernels()}};
+  for (const auto& [name, choice] : kernels) {
+    SCOPED_TRACE(name);
     Buffer o = poisoned(c.dt, {c.B, c.T, c.HV, kD}), states = dev(pool);
-    st = gdn_chunk_forward(args(d, o, states, didx));
-    if (*name) unsetenv(name);
+    st = chunk_forward_with(args(d, o, states, didx), choice);
     ASSERT_TRUE(st.ok()) << st.message();
     testkit::cuda_synchronize();
     expect_close(o, ref_o, "o");
@@ -211,29 +221,27 @@ TEST(GdnChunkCuda, ForwardFp16) {
 }
 // The forward's fused state/output kernel comes in variants (on sm_90: WGMMA with 32 value columns
 // per CTA in clusters of one or two CTAs, or 64 columns in clusters of two; elsewhere, or with
-// ATTNKIT_GDN_NO_WGMMA=1: mma.sync); the library picks one, the environment forces each here, on
-// the ragged case with its empty and one-token sequences.
+// GdnKernels::mma_sync: mma.sync); the library picks one, GdnKernels forces each here, on the
+// ragged case with its empty and one-token sequences.
 TEST(GdnChunkCuda, ForwardEachFusedKernelVariant) {
   const ChunkCase cases[] = {{1, 480, 2, 4, {0, 37, 37, 300, 301, 480}, DType::kBFloat16, false, true},
                              {1, 130, 2, 2, {}, DType::kFloat16, true, true}};
-  const std::pair<const char*, const char*> variants[] = {{"ATTNKIT_GDN_CLUSTER", "1"},
-                                                          {"ATTNKIT_GDN_CLUSTER", "2"},
-                                                          {"ATTNKIT_GDN_SO_COLS", "64"},
-                                                          {"ATTNKIT_GDN_NO_WGMMA", "1"}};
+  const NamedKernels variants[] = {{"32 columns, cluster 1", so_variant(32, 1)},
+                                   {"32 columns, cluster 2", so_variant(32, 2)},
+                                   {"64 columns", so_variant(64, 0)},
+                                   {"mma.sync", mma_sync_kernels()}};
   uint64_t seed = 6;
   for (const ChunkCase& c : cases) {
-    for (const auto& [name, value] : variants) {
-      SCOPED_TRACE(std::string(c.dt == DType::kFloat16 ? "fp16 " : "bf16 ") + name + "=" + value);
-      setenv(name, value, 1);
-      run_forward(c, seed);
-      unsetenv(name);
+    for (const auto& [name, kernels] : variants) {
+      SCOPED_TRACE(std::string(c.dt == DType::kFloat16 ? "fp16 " : "bf16 ") + name);
+      run_forward(c, seed, kernels);
     }
     ++seed;
   }
 }
 // The forward's intra stage comes in variants too (on sm_90: WGMMA + TMA, one CTA per q/k head
-// walking its value heads; elsewhere, or with ATTNKIT_GDN_INTRA_NO_WGMMA=1 or
-// ATTNKIT_GDN_NO_WGMMA=1: mma.sync, one CTA per value head). Each against the CPU reference on
+// walking its value heads; elsewhere, or with GdnKernels::mma_sync_intra or ::mma_sync:
+// mma.sync, one CTA per value head). Each against the CPU reference on
 // ragged chunks (empty, one-token, partial), three value heads per q/k head (the V tiles' double
 // buffer reused), and fp16 with L2 norm.
 TEST(GdnChunkCuda, ForwardEachIntraKernelVariant) {
@@ -241,16 +249,15 @@ TEST(GdnChunkCuda, ForwardEachIntraKernelVariant) {
       {1, 480, 2, 4, {0, 37, 37, 300, 301, 480}, DType::kBFloat16, false, true},
       {2, 200, 1, 3, {}, DType::kBFloat16, false, true},
       {1, 130, 2, 2, {}, DType::kFloat16, true, true}};
-  const std::pair<const char*, const char*> variants[] = {
-      {"", ""}, {"ATTNKIT_GDN_INTRA_NO_WGMMA", "1"}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
+  const NamedKernels variants[] = {{"default", {}},
+                                   {"mma.sync intra", intra_mma_sync_kernels()},
+                                   {"mma.sync", mma_sync_kernels()}};
   uint64_t seed = 20;
   for (const ChunkCase& c : cases) {
-    for (const auto& [name, value] : variants) {
+    for (const auto& [name, kernels] : variants) {
       SCOPED_TRACE(std::string("H=") + std::to_string(c.H) + " HV=" + std::to_string(c.HV) + " " +
-                   (*name ? std::string(name) + "=" + value : std::string("default")));
-      if (*name) setenv(name, value, 1);
-      run_forward(c, seed);
-      if (*name) unsetenv(name);
+                   name);
+      run_forward(c, seed, kernels);
     }
     ++seed;
   }
@@ -261,15 +268,13 @@ TEST(GdnChunkCuda, ForwardEachIntraKernelVariant) {
 TEST(GdnChunkCuda, ForwardKeyLastStatesEachFusedKernelVariant) {
   ChunkCase c{1, 480, 2, 4, {0, 37, 37, 300, 301, 480}, DType::kBFloat16, true, true};
   c.key_last = true;
-  const std::pair<const char*, const char*> variants[] = {{"", ""},
-                                                          {"ATTNKIT_GDN_CLUSTER", "2"},
-                                                          {"ATTNKIT_GDN_SO_COLS", "64"},
-                                                          {"ATTNKIT_GDN_NO_WGMMA", "1"}};
-  for (const auto& [name, value] : variants) {
-    SCOPED_TRACE(*name ? std::string(name) + "=" + value : std::string("default"));
-    if (*name) setenv(name, value, 1);
-    run_forward(c, 41);
-    if (*name) unsetenv(name);
+  const NamedKernels variants[] = {{"default", {}},
+                                   {"32 columns, cluster 2", so_variant(32, 2)},
+                                   {"64 columns", so_variant(64, 0)},
+                                   {"mma.sync", mma_sync_kernels()}};
+  for (const auto& [name, kernels] : variants) {
+    SCOPED_TRACE(name);
+    run_forward(c, 41, kernels);
   }
 }
 // Error must not accumulate over 1024 chunk steps, in the narrow and the wide state/output kernel.
@@ -278,10 +283,8 @@ TEST(GdnChunkCuda, ForwardLongSequenceSlowGates) {
   c.glo = -0.01f;
   c.ghi = 0.f;
   run_forward(c, 5);
-  SCOPED_TRACE("ATTNKIT_GDN_SO_COLS=64");
-  setenv("ATTNKIT_GDN_SO_COLS", "64", 1);
-  run_forward(c, 5);
-  unsetenv("ATTNKIT_GDN_SO_COLS");
+  SCOPED_TRACE("64 columns");
+  run_forward(c, 5, so_variant(64, 0));
 }
 
 // Each stage alone on the CPU chain's inputs.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "api/gdn_backends.h"
 #include "attnkit/gdn.h"
 #include "testkit/buffer.h"
 #include "testkit/compare.h"
@@ -17,6 +18,32 @@
 namespace attnkit::gdn_test {
 
 using testkit::Buffer;
+using detail::GdnKernels;
+
+// The public calls with their kernels chosen by `kernels` rather than by the library.
+inline Status chunk_forward_with(const GdnChunkArgs& a, const GdnKernels& kernels,
+                                 const ExecOptions& opts = {}) {
+  return detail::gdn_chunk_forward_with(a, opts, kernels);
+}
+inline Status chunk_output_with(const GdnOutputArgs& a, const GdnKernels& kernels,
+                                const ExecOptions& opts = {}) {
+  return detail::gdn_chunk_output_with(a, opts, kernels);
+}
+inline Status decode_step_with(const GdnDecodeArgs& a, const GdnKernels& kernels,
+                               const ExecOptions& opts = {}) {
+  return detail::gdn_decode_step_with(a, opts, kernels);
+}
+
+// A kernel choice and its name for test traces.
+struct NamedKernels {
+  const char* name;
+  GdnKernels kernels;
+};
+inline GdnKernels mma_sync_kernels() {
+  GdnKernels k;
+  k.mma_sync = true;
+  return k;
+}
 
 inline Buffer dev(const Buffer& b) { return b.to(cuda(0)); }
 

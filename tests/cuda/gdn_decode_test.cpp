@@ -3,8 +3,8 @@
 // that is not a multiple of 16 bytes, pool rows padded past V (the padding stays bit-identical), L2
 // norm, fused gating, and device-side indices that are out of range (those sequences are skipped and get a zero
 // output row). Every case runs on both kernels and on the default choice: the TMA ring of Hopper
-// (ATTNKIT_GDN_DECODE_RING=1: at any batch; by default only from one state per SM), and the
-// register kernel that other GPUs run (ATTNKIT_GDN_NO_WGMMA=1).
+// (GdnKernels::decode_ring: at any batch; by default only from one state per SM), and the
+// register kernel that other GPUs run (GdnKernels::mma_sync).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,16 +22,20 @@ namespace {
 
 constexpr int64_t kD = 128;
 
-const std::pair<const char*, const char*> kKernels[] = {
-    {"", ""}, {"ATTNKIT_GDN_DECODE_RING", "1"}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
+GdnKernels ring_kernels() {
+  GdnKernels k;
+  k.decode_ring = true;
+  return k;
+}
+const NamedKernels kKernels[] = {{"default kernel", {}},
+                                 {"the TMA ring at any batch", ring_kernels()},
+                                 {"the register kernel of other GPUs", mma_sync_kernels()}};
 
-// Runs `fn` with the environment that selects kernel `k` of kKernels.
+// Runs fn(kernels) with kernel choice `k` of kKernels.
 template <class Fn>
-void with_kernel(const std::pair<const char*, const char*>& k, Fn&& fn) {
-  SCOPED_TRACE(*k.first ? std::string(k.first) + "=" + k.second : std::string("default kernel"));
-  if (*k.first) setenv(k.first, k.second, 1);
-  fn();
-  if (*k.first) unsetenv(k.first);
+void with_kernel(const NamedKernels& k, Fn&& fn) {
+  SCOPED_TRACE(k.name);
+  fn(k.kernels);
 }
 
 struct DecodeCase {
@@ -147,10 +151,10 @@ void run_case(const DecodeCase& c, const std::vector<int32_t>& slots, uint64_t s
   ASSERT_TRUE(gdn_decode_step(args_of(h, c, ref_pool, h.idx, ref_o), cpu_opts).ok());
 
   for (const auto& kernel : kKernels) {
-    with_kernel(kernel, [&] {
+    with_kernel(kernel, [&](const GdnKernels& kernels) {
       DecodeInputs d = h.on_device();
       Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
-      const Status st = gdn_decode_step(args_of(d, c, d.pool, d.idx, o));
+      const Status st = decode_step_with(args_of(d, c, d.pool, d.idx, o), kernels);
       ASSERT_TRUE(st.ok()) << st.message();
       testkit::cuda_synchronize();
       expect_close(o, ref_o, "o");
@@ -227,14 +231,14 @@ TEST(GdnDecodeCuda, StridedRows) {
   const Buffer qw = widen(h.q, c.H), kw = widen(h.k, c.H), vw = widen(h.v, c.HV);
   const DecodeInputs d = h.on_device(false);
   for (const auto& kernel : kKernels) {
-    with_kernel(kernel, [&] {
+    with_kernel(kernel, [&](const GdnKernels& kernels) {
       Buffer pool = dev(h.pool);
       Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
       GdnDecodeArgs a = args_of(d, c, pool, d.idx, o);
       a.q = narrow(qw, c.H);
       a.k = narrow(kw, c.H);
       a.v = narrow(vw, c.HV);
-      const Status st = gdn_decode_step(a);
+      const Status st = decode_step_with(a, kernels);
       ASSERT_TRUE(st.ok()) << st.message();
       testkit::cuda_synchronize();
       expect_close(o, ref_o, "o");
@@ -289,10 +293,10 @@ void run_skipping_case(const DecodeCase& c, const std::vector<int32_t>& slots, u
   const std::vector<float> orf = ref_o.to_float();
 
   for (const auto& kernel : kKernels) {
-    with_kernel(kernel, [&] {
+    with_kernel(kernel, [&](const GdnKernels& kernels) {
       DecodeInputs d = h.on_device();
       Buffer o = poisoned(c.dt, {c.N, c.HV, kD});
-      ASSERT_TRUE(gdn_decode_step(args_of(d, c, d.pool, d.idx, o)).ok());
+      ASSERT_TRUE(decode_step_with(args_of(d, c, d.pool, d.idx, o), kernels).ok());
       testkit::cuda_synchronize();
       const std::vector<float> og = o.to_float();
       const int64_t per = c.HV * kD;

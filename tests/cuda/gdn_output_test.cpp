@@ -1,7 +1,7 @@
 // The chunk-output stage op (gdn_chunk_output) on the GPU vs the CPU reference, on random q, k,
 // v_new, h and gates (the stage alone, not fed by a pipeline), through each of its kernels: the
 // default (on sm_90 with bf16 operands, the WGMMA/TMA kernel: a persistent grid walking (chunk,
-// q/k head, value head) stages) and, with ATTNKIT_GDN_NO_WGMMA=1, the mma.sync kernel that other
+// q/k head, value head) stages) and, with GdnKernels::mma_sync, the mma.sync kernel that other
 // GPUs run. Cases: many stages per CTA (~8 on a 132-SM H100, shares that split a q/k head's
 // group), ragged batches with an empty sequence, one shorter than a chunk and lengths that are
 // not multiples of 64, HV = H, 2H and 3H, fp16 q/k. In the ragged cases the rows past the last
@@ -58,13 +58,12 @@ void run_output(const OutCase& c, uint64_t seed) {
   const Buffer dq = dev(q), dk = dev(k), dvn = dev(vn), dh = dev(h), dgc = dev(gc);
   const Buffer dcu = cu.empty() ? Buffer() : dev(cu);
 
-  const std::pair<const char*, const char*> kernels[] = {{"", ""}, {"ATTNKIT_GDN_NO_WGMMA", "1"}};
-  for (const auto& [name, value] : kernels) {
-    SCOPED_TRACE(*name ? std::string(name) + "=" + value : std::string("default kernel"));
-    if (*name) setenv(name, value, 1);
+  const NamedKernels kernels[] = {{"default kernel", {}}, {"mma.sync", mma_sync_kernels()}};
+  for (const auto& [name, choice] : kernels) {
+    SCOPED_TRACE(name);
     Buffer o = poisoned(c.dt, tokV);
-    const Status s = gdn_chunk_output({dq.view(), dk.view(), dvn.view(), dh.view(), dgc.view(), opt(dcu), o.view()});
-    if (*name) unsetenv(name);
+    const Status s = chunk_output_with(
+        {dq.view(), dk.view(), dvn.view(), dh.view(), dgc.view(), opt(dcu), o.view()}, choice);
     ASSERT_TRUE(s.ok()) << s.message();
     testkit::cuda_synchronize();
     if (c.rows() == c.B * c.T) {

@@ -17,8 +17,15 @@ ATTNKIT_GDN_DECLARE(fp16)
 #undef ATTNKIT_GDN_DECLARE
 // The fused state/output stage on WGMMA + TMA (state_output_sm90_*.cu): sm_90a builds, sm_90
 // devices; other builds answer Unsupported. The gates must be head-major (g_cum.st == 1).
-Status launch_state_output_sm90_bf16(const StateOutParams&, const SeqLayout&, cudaStream_t);
-Status launch_state_output_sm90_fp16(const StateOutParams&, const SeqLayout&, cudaStream_t);
+// The sm90 state/output kernel's variant: value columns per CTA (32 or 64) and, at 32, the
+// cluster size (1 or 2); 0 leaves each to the launcher.
+struct SoVariant {
+  int cols = 0, cluster = 0;
+};
+Status launch_state_output_sm90_bf16(const StateOutParams&, const SeqLayout&, cudaStream_t,
+                                     SoVariant = {});
+Status launch_state_output_sm90_fp16(const StateOutParams&, const SeqLayout&, cudaStream_t,
+                                     SoVariant = {});
 // The whole forward's intra stage on WGMMA + TMA, one CTA per (chunk, q/k head)
 // (gdn_intra_sm90.cuh): sm_90a builds, sm_90 devices, only the outputs the sm90 state/output kernel
 // reads (the coefficients of U and W, P, the gate cumsum), all 16-bit in q's dtype; other builds

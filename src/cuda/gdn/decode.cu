@@ -1,5 +1,5 @@
 // Gated DeltaNet decode step: one token per sequence against a pool of fp32 states, updated in
-// place. The kernel of GPUs other than sm_90 (and of ATTNKIT_GDN_NO_WGMMA=1); Hopper runs the TMA
+// place. The kernel of GPUs other than sm_90 (and of GdnKernels::mma_sync); Hopper runs the TMA
 // ring of decode_sm90.cu. Memory-bound: the state is streamed once (read + write) in 16-byte
 // accesses. Work items are 128 x 64 column slices of one (sequence, value head) state; a
 // persistent grid walks them and prefetches the next item (slot index, state slice,

@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -198,63 +197,62 @@ Status run_state(DType dt, const gdn_cuda::StateParams& p, const StageCall& c) {
 }
 // The WGMMA/TMA kernels (the forward's intra and fused state/output, the chunk-output stage op,
 // the decode step's bulk-copy ring) where the build has sm_90a code and the device is an sm_90
-// one; the mma.sync (decode: register) kernels elsewhere. In the environment,
-// ATTNKIT_GDN_NO_WGMMA=1 forces those on Hopper too (what other GPUs run, for tests and
-// side-by-side timings: gdn_bench), ATTNKIT_GDN_INTRA_NO_WGMMA=1 those of the forward's intra
-// stage only (tests, timings of one stage's kernels against the other's), and
-// ATTNKIT_GDN_DECODE_RING=1 the decode ring at any batch (tests: small batches take the register
-// kernel on Hopper too, cuda_gdn_decode_step).
-bool env_is_1(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::string(v) == "1";
-}
-bool use_sm90(const CudaDeviceInfo& d) {
+// one; the mma.sync (decode: register) kernels elsewhere, and where GdnKernels asks for them.
+bool use_sm90(const CudaDeviceInfo& d, const GdnKernels& k) {
 #if defined(ATTNKIT_HAS_SM90A)
-  return d.cc_major == 9 && d.cc_minor == 0 && !env_is_1("ATTNKIT_GDN_NO_WGMMA");
+  return d.cc_major == 9 && d.cc_minor == 0 && !k.mma_sync;
 #else
   (void)d;
+  (void)k;
   return false;
 #endif
 }
-bool use_sm90(int device) {
+bool use_sm90(int device, const GdnKernels& k) {
   CudaDeviceInfo d;
-  return cuda_device_info(device, &d).ok() && use_sm90(d);
+  return cuda_device_info(device, &d).ok() && use_sm90(d, k);
 }
-bool use_sm90_state_output(int device) { return use_sm90(device); }
-bool use_sm90_intra(int device) { return use_sm90(device) && !env_is_1("ATTNKIT_GDN_INTRA_NO_WGMMA"); }
+bool use_sm90_intra(int device, const GdnKernels& k) {
+  return use_sm90(device, k) && !k.mma_sync_intra;
+}
 
 // The whole forward's intra stage (every output but the inverse).
-Status run_intra_forward(DType dt, const gdn_cuda::IntraParams& p, const StageCall& c, int device) {
+Status run_intra_forward(DType dt, const gdn_cuda::IntraParams& p, const StageCall& c, int device,
+                         const GdnKernels& k) {
   const gdn_cuda::SeqArgs& seq = c.seq();
-  if (seq.max_chunks == 0 || p.HV == 0 || !use_sm90_intra(device)) return run_intra(dt, p, c);
+  if (seq.max_chunks == 0 || p.HV == 0 || !use_sm90_intra(device, k)) return run_intra(dt, p, c);
   const gdn_cuda::SeqLayout L = layout(seq, c.offsets());
   return dt == DType::kBFloat16 ? gdn_cuda::launch_intra_sm90_bf16(p, L, seq.max_chunks, c.stream())
                                 : gdn_cuda::launch_intra_sm90_fp16(p, L, seq.max_chunks, c.stream());
 }
 
 // The sm90 kernel where the forward handed over W's and U's coefficients (it decided, by
-// use_sm90_state_output, when it laid out the scratch), the mma.sync one where it handed over W, U.
-Status run_state_output(DType dt, const gdn_cuda::StateOutParams& p, const StageCall& c) {
+// use_sm90, when it laid out the scratch), the mma.sync one where it handed over W, U.
+Status run_state_output(DType dt, const gdn_cuda::StateOutParams& p, const StageCall& c,
+                        const GdnKernels& k) {
   const gdn_cuda::SeqArgs& seq = c.seq();
   const int32_t* off = c.offsets();
   const cudaStream_t s = c.stream();
   if (seq.N == 0 || p.HV == 0) return Status::Ok();
-  if (p.tu.defined())
-    return dt == DType::kBFloat16 ? gdn_cuda::launch_state_output_sm90_bf16(p, layout(seq, off), s)
-                                  : gdn_cuda::launch_state_output_sm90_fp16(p, layout(seq, off), s);
+  if (p.tu.defined()) {
+    const gdn_cuda::SoVariant v{k.state_output_cols, k.state_output_cluster};
+    return dt == DType::kBFloat16
+               ? gdn_cuda::launch_state_output_sm90_bf16(p, layout(seq, off), s, v)
+               : gdn_cuda::launch_state_output_sm90_fp16(p, layout(seq, off), s, v);
+  }
   return dt == DType::kBFloat16 ? gdn_cuda::launch_state_output_bf16(p, layout(seq, off), s)
                                 : gdn_cuda::launch_state_output_fp16(p, layout(seq, off), s);
 }
 // The chunk-output stage op: the WGMMA/TMA kernel on sm_90 where its loads and stores fit the
 // tensors (bf16 throughout, 16-byte aligned rows: output_sm90_supports), the mma.sync kernel
-// otherwise (other GPUs, fp32 intermediates, fp16 q/k; ATTNKIT_GDN_NO_WGMMA=1 on Hopper).
-Status run_output(DType dt, const gdn_cuda::OutputParams& p, const StageCall& c, int device) {
+// otherwise (other GPUs, fp32 intermediates, fp16 q/k; GdnKernels::mma_sync on Hopper).
+Status run_output(DType dt, const gdn_cuda::OutputParams& p, const StageCall& c, int device,
+                  const GdnKernels& k) {
   const gdn_cuda::SeqArgs& seq = c.seq();
   const int32_t* off = c.offsets();
   const cudaStream_t s = c.stream();
   if (seq.max_chunks == 0 || p.HV == 0) return Status::Ok();
   const gdn_cuda::SeqLayout L = layout(seq, off);
-  if (use_sm90(device) && gdn_cuda::output_sm90_supports(p, L, seq.max_chunks)) {
+  if (use_sm90(device, k) && gdn_cuda::output_sm90_supports(p, L, seq.max_chunks)) {
     CudaDeviceInfo d;
     ATTNKIT_RETURN_IF_ERROR(cuda_device_info(device, &d));
     return gdn_cuda::launch_output_sm90(p, L, seq.max_chunks, d.sm_count, s);
@@ -335,7 +333,8 @@ Status cuda_gdn_state_pass(const GdnStateArgs& a, const GdnProblem& p, const Exe
   return run_state(p.dtype, sp, call);
 }
 
-Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const ExecOptions& opts) {
+Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const ExecOptions& opts,
+                             const GdnKernels& kernels) {
   ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_chunk_output"));
   ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_chunk_output"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.q, "q"));
@@ -354,7 +353,7 @@ Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const 
   op.H = static_cast<int>(p.H);
   op.HV = static_cast<int>(p.HV);
   op.scale = p.scale;
-  return run_output(p.dtype, op, call, p.device.index);
+  return run_output(p.dtype, op, call, p.device.index, kernels);
 }
 
 // The whole forward: [l2norm] -> fused cumsum/kkt/inverse/P and W/U -> fused state pass + output,
@@ -362,7 +361,8 @@ Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const 
 // gdn_state_output_sm90.cuh) the intra stage hands over C = T diag(beta) (64 columns) and the
 // state/output kernel computes v_new = C (V - diag(exp(g)) K S); elsewhere (mma.sync) it hands over
 // W and U (128 columns each), all in 16 bits.
-Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const ExecOptions& opts) {
+Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const ExecOptions& opts,
+                              const GdnKernels& kernels) {
   ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_chunk_forward"));
   ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_chunk_forward"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.q, "q"));
@@ -380,7 +380,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   // gates as one aligned TMA box of 4 heads x 64 rows.
   const int64_t HVp = (p.HV + 3) / 4 * 4;
   const size_t gc_off = scratch.reserve(BT * HVp * sizeof(float));
-  const bool sm90 = use_sm90_state_output(p.device.index);
+  const bool sm90 = use_sm90(p.device.index, kernels);
   const size_t w_off = sm90 ? 0 : scratch.reserve(BT * p.HV * D * e16);
   const size_t u_off = sm90 ? 0 : scratch.reserve(BT * p.HV * D * e16);
   const size_t t_off = sm90 ? scratch.reserve(BT * p.HV * kGdnChunk * e16) : 0;
@@ -434,7 +434,7 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   ip.p_out = pm;
   ip.H = static_cast<int>(p.H);
   ip.HV = static_cast<int>(p.HV);
-  ATTNKIT_RETURN_IF_ERROR(run_intra_forward(p.dtype, ip, call, p.device.index));
+  ATTNKIT_RETURN_IF_ERROR(run_intra_forward(p.dtype, ip, call, p.device.index, kernels));
 
   gdn_cuda::StateOutParams sp;
   sp.q = q;
@@ -457,10 +457,11 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const 
   sp.H = ip.H;
   sp.HV = ip.HV;
   sp.scale = p.scale;
-  return run_state_output(p.dtype, sp, call);
+  return run_state_output(p.dtype, sp, call, kernels);
 }
 
-Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, const ExecOptions& opts) {
+Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, const ExecOptions& opts,
+                            const GdnKernels& kernels) {
   if (p.K != kGdnGpuHeadDim || p.V != kGdnGpuHeadDim)
     return Status::Unsupported("gdn_decode_step: the CUDA kernel needs K = V = 128");
   // A key-last pool ([P, HV, V, K] passed transposed) has its K dim contiguous: its float4 rows run
@@ -527,7 +528,7 @@ Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, c
   // The ring walks whole states, one CTA per SM: with fewer states than SMs most SMs idle, and
   // the register kernel's 64-column items put twice as many CTAs to work. Measured (HV = 32,
   // gdn_bench decode-sweep): the register kernel faster below one state per SM, the ring above.
-  const bool ring = use_sm90(d) && (p.N * p.HV >= d.sm_count || env_is_1("ATTNKIT_GDN_DECODE_RING"));
+  const bool ring = use_sm90(d, kernels) && (p.N * p.HV >= d.sm_count || kernels.decode_ring);
   return ring ? gdn_cuda::launch_decode_sm90(dp, stream) : gdn_cuda::launch_decode(dp, stream);
 }
 

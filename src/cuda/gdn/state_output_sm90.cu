@@ -1,7 +1,6 @@
 // Dispatch of the WGMMA/TMA fused state pass + chunk output (gdn_state_output_sm90.cuh): checks
 // what its TMA loads need and picks the value columns per CTA and the cluster size.
 #include <cstdint>
-#include <cstdlib>
 
 #include "cuda/gdn/chunk_launch.h"
 #include "cuda/gdn/gdn_device.cuh"
@@ -25,11 +24,6 @@ struct Variants {
   LaunchFn wide;
 };
 
-int env_int(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : 0;
-}
-
 // The CTAs of one (sequence, value head) run in clusters of two that share their C, Kᵀ, Q and P
 // tiles through TMA multicast, unless that takes more waves than single CTAs. Each CTA's chain of
 // chunk steps is latency-bound, so when the narrow CTAs (32 value columns, 4 per value head) would
@@ -37,9 +31,9 @@ int env_int(const char* name) {
 // twice as long, half as many CTAs) finish sooner (measured on 8 uneven sequences). Only the
 // sequence count is known on the host (cu_seqlens is on the device), so a ragged batch dominated
 // by one long sequence may still get the wide variant where the narrow one would have been
-// faster. In the environment, ATTNKIT_GDN_SO_COLS=32|64 forces the columns and
-// ATTNKIT_GDN_CLUSTER=1|2 the cluster size of the narrow variant (timings, tests).
-Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, const Variants& v) {
+// faster. SoVariant forces the columns and the narrow variant's cluster size (timings, tests).
+Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, const Variants& v,
+                SoVariant pick) {
   // Gates [B, T, heads padded to a multiple of 4] (16-byte rows): a chunk's gates are one TMA box
   // of 4 heads x 64 rows whose start is aligned whatever the chunk's first row.
   if (p.g_cum.dt != 0 || p.g_cum.sh != 1 || p.g_cum.st % 4 != 0 || p.g_cum.st < p.HV || p.g_cum.sb % 4 != 0 ||
@@ -50,8 +44,7 @@ Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, con
       return Status::Internal("gdn sm90 state/output: q, k, v, C and P need 16-byte aligned rows");
   if (L.T > INT32_MAX - kChunk || L.N > 65535)
     return Status::Unsupported("gdn sm90 state/output: at most 2^31 - 65 rows and 65535 sequences");
-  const int cols = env_int("ATTNKIT_GDN_SO_COLS");
-  const int cluster = env_int("ATTNKIT_GDN_CLUSTER");
+  const int cols = pick.cols, cluster = pick.cluster;
   if (cols == 64) return v.wide(p, L, s);
   if (cluster == 1 || cluster == 2) return (cluster == 2 ? v.c2 : v.c1).launch(p, L, s);
   const int64_t ctas = int64_t{kHead / 32} * p.HV * L.N;
@@ -65,23 +58,29 @@ Status dispatch(const StateOutParams& p, const SeqLayout& L, cudaStream_t s, con
 
 }  // namespace
 
-Status launch_state_output_sm90_bf16(const StateOutParams& p, const SeqLayout& L, cudaStream_t s) {
+Status launch_state_output_sm90_bf16(const StateOutParams& p, const SeqLayout& L, cudaStream_t s,
+                                     SoVariant pick) {
   return dispatch(p, L, s,
                   {{so_sm90_launch_bf16_c1_w32, so_sm90_fit_bf16_c1_w32},
                    {so_sm90_launch_bf16_c2_w32, so_sm90_fit_bf16_c2_w32},
-                   so_sm90_launch_bf16_c2_w64});
+                   so_sm90_launch_bf16_c2_w64},
+                  pick);
 }
-Status launch_state_output_sm90_fp16(const StateOutParams& p, const SeqLayout& L, cudaStream_t s) {
+Status launch_state_output_sm90_fp16(const StateOutParams& p, const SeqLayout& L, cudaStream_t s,
+                                     SoVariant pick) {
   return dispatch(p, L, s,
                   {{so_sm90_launch_fp16_c1_w32, so_sm90_fit_fp16_c1_w32},
                    {so_sm90_launch_fp16_c2_w32, so_sm90_fit_fp16_c2_w32},
-                   so_sm90_launch_fp16_c2_w64});
+                   so_sm90_launch_fp16_c2_w64},
+                  pick);
 }
 #else
-Status launch_state_output_sm90_bf16(const StateOutParams&, const SeqLayout&, cudaStream_t) {
+Status launch_state_output_sm90_bf16(const StateOutParams&, const SeqLayout&, cudaStream_t,
+                                     SoVariant) {
   return Status::Unsupported("this attnkit build has no sm_90a target");
 }
-Status launch_state_output_sm90_fp16(const StateOutParams&, const SeqLayout&, cudaStream_t) {
+Status launch_state_output_sm90_fp16(const StateOutParams&, const SeqLayout&, cudaStream_t,
+                                     SoVariant) {
   return Status::Unsupported("this attnkit build has no sm_90a target");
 }
 #endif
