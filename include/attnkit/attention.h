@@ -72,8 +72,9 @@ struct AttentionArgs {
   int max_seqlen_q = 0;
   int max_seqlen_k = 0;
 
-  // Outputs. O: Q's layout with Dv as last dim, Q's dtype. LSE (optional, fp32, natural log of the
-  // softmax denominator, sinks included): [B, Sq, Hq] or ragged [total_q, Hq]; any strides.
+  // Outputs. O: Q's layout with Dv as last dim, Q's dtype (fp16 / bf16 Q: or fp32, partial outputs
+  // kept exact for merge_states; CPU backend only for now). LSE (optional, fp32, natural log of
+  // the softmax denominator, sinks included): [B, Sq, Hq] or ragged [total_q, Hq]; any strides.
   TensorView o;
   TensorView lse;
 

@@ -20,6 +20,15 @@ Status cpu_plan(const AttnProblem& prob, AttentionPlan* plan) {
   return Status::Ok();
 }
 
+// What no CUDA kernel serves yet, whatever the plan.
+Status cuda_takes(const AttnProblem& prob) {
+  if (prob.o_fp32)
+    return Status::Unsupported(std::string("o is fp32 under ") + to_string(prob.dtype) +
+                               " q: the CUDA kernels write O in q's dtype for now (fp32 O runs "
+                               "on the CPU backend)");
+  return Status::Ok();
+}
+
 Status plan_for(const AttentionArgs& args, const AttnProblem& prob, const ExecOptions& opts,
                 AttentionPlan* plan) {
   if (prob.device.type == DeviceType::kCPU) {
@@ -30,6 +39,7 @@ Status plan_for(const AttentionArgs& args, const AttnProblem& prob, const ExecOp
   }
   if (opts.backend == Backend::kCPU)
     return Status::Invalid("backend cpu needs host tensors, but q is on a CUDA device");
+  ATTNKIT_RETURN_IF_ERROR(cuda_takes(prob));
 #ifdef ATTNKIT_WITH_CUDA
   detail::CudaDeviceInfo dev;
   ATTNKIT_RETURN_IF_ERROR(detail::cuda_device_info(prob.device.index, &dev));
@@ -62,6 +72,7 @@ Status run(const AttentionArgs& args, const AttnProblem& prob, const ExecOptions
   if (opts.backend != Backend::kAuto && opts.backend != plan.backend)
     return Status::Invalid(std::string("plan is for the ") + to_string(plan.backend) +
                            " backend, but ExecOptions::backend asks for " + to_string(opts.backend));
+  if (!host) ATTNKIT_RETURN_IF_ERROR(cuda_takes(prob));
   switch (plan.backend) {
     case Backend::kCPU: return detail::cpu_attention_forward(args, prob, opts);
 #ifdef ATTNKIT_WITH_CUDA

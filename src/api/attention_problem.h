@@ -28,6 +28,8 @@ struct AttnProblem {
   bool kv_fp8 = false, q_fp8 = false;
   KvScaleKind k_scale = KvScaleKind::kNone, v_scale = KvScaleKind::kNone;
   KvScaleKind q_scale = KvScaleKind::kNone;
+  // fp32 O under fp16 / bf16 Q: partial outputs kept exact for a later merge_states (CPU only).
+  bool o_fp32 = false;
 
   // Upper bounds when index tensors live on the device and were not read (exact otherwise).
   int max_seqlen_q = 0;

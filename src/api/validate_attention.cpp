@@ -64,7 +64,8 @@ Status validate_attention(const AttentionArgs& a, const ExecOptions& opts, AttnP
     p->dtype = a.q.dtype;
     if (p->kv_fp8 && a.q.dtype == DType::kFloat32)
       return Status::Invalid("k is fp8e4m3: an FP8 KV cache needs fp16 or bf16 q, not fp32");
-    ATTNKIT_RETURN_IF_ERROR(require_dtype(a.o, "o", {a.q.dtype}));
+    ATTNKIT_RETURN_IF_ERROR(require_dtype(a.o, "o", {a.q.dtype, DType::kFloat32}));
+    p->o_fp32 = a.o.dtype != a.q.dtype;
   }
   ATTNKIT_RETURN_IF_ERROR(require_dtype(a.k, "k", {p->dtype, DType::kFloat8E4M3}));
   ATTNKIT_RETURN_IF_ERROR(require_dtype(a.v, "v", {a.k.dtype}));
