@@ -16,6 +16,8 @@ Drop-in modules with the anchors' signatures (torch):
     attnkit.flash_mla              FlashMLA's get_mla_metadata and flash_mla_with_kvcache (MLA
                                    decode; CPU backend for now)
     attnkit.torch_ops              the torch custom ops (torch.ops.attnkit.*) behind both
+
+Context parallelism on torch.distributed: attnkit.distributed (ring_attention, sharded_decode).
 """
 
 from . import _C
