@@ -8,6 +8,10 @@ torch.distributed (NCCL between GPUs, gloo for host tensors) moving the data.
                      and rank r holds chunks r and 2W-1-r, so every rank does the same causal work.
     sharded_decode   decode: each rank holds a slice of every sequence's keys; partial outputs
                      and LSEs are combined with one all-gather of the LSEs and one all-reduce.
+    gdn_context_parallel   Gated DeltaNet over a sequence split into contiguous segments, one
+                     per rank: each segment reduced to its affine state transfer
+                     (S_out = M S_in + B, by gdn_segment_transfer), the transfers gathered and
+                     scanned to each rank's entry state, then each segment run from it.
     zigzag_shard / zigzag_unshard   a full sequence to a rank's zigzag shard and back.
     ring_partials    one rank's work over the ring's blocks without communication (what each
                      step computes; the ring simulated in one process uses it).
@@ -23,7 +27,8 @@ import torch.distributed as dist
 
 from . import _ops
 
-__all__ = ["ring_attention", "ring_partials", "sharded_decode", "zigzag_shard", "zigzag_unshard"]
+__all__ = ["gdn_context_parallel", "gdn_segment_transfer", "ring_attention", "ring_partials",
+           "sharded_decode", "zigzag_shard", "zigzag_unshard"]
 
 
 def zigzag_shard(x: torch.Tensor, rank: int, world: int, dim: int = 1) -> torch.Tensor:
@@ -147,3 +152,50 @@ def sharded_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, group=N
     dist.all_reduce(out, group=group)
     out = out.to(q.dtype)
     return (out, lse) if return_lse else out
+
+
+def gdn_segment_transfer(q, k, v, g, beta, *, scale=None, use_qk_l2norm=False, cu_seqlens=None):
+    """The affine map a Gated DeltaNet segment applies to the state it starts from:
+    S_out = M S_in + B per (sequence, value head), M fp32 [N, HV, K, K], B fp32 [N, HV, K, V].
+    Each token maps S to (exp(g) I - beta k k^T) S + beta k v^T, so M is the product of the
+    tokens' (exp(g) I - beta k k^T) (what the segment makes of S_in = I with v = 0) and B what it
+    makes of S_in = 0. Two runs of gdn_chunk_forward; q and the outputs play no part."""
+    _, b = _ops.gdn_chunk_forward(q, k, v, g, beta, scale=scale, use_qk_l2norm=use_qk_l2norm,
+                                  cu_seqlens=cu_seqlens, output_final_state=True)
+    n, hv, kd = b.shape[0], v.shape[2], k.shape[3]
+    eye = torch.eye(kd, dtype=torch.float32, device=k.device).expand(n, hv, kd, kd).contiguous()
+    zeros = torch.zeros(v.shape[:3] + (kd,), dtype=v.dtype, device=v.device)
+    _, m = _ops.gdn_chunk_forward(q, k, zeros, g, beta, scale=scale, use_qk_l2norm=use_qk_l2norm,
+                                  cu_seqlens=cu_seqlens, initial_state=eye, output_final_state=True)
+    return m, b
+
+
+def gdn_context_parallel(q, k, v, g, beta, *, initial_state=None, scale=None,
+                         use_qk_l2norm=False, output_final_state=False, group=None):
+    """Gated DeltaNet (gdn_chunk_forward's semantics) over sequences split into contiguous
+    segments, rank r holding segment r of every sequence (q, k [B, T_r, H, K], v [B, T_r, HV, V],
+    g, beta [B, T_r, HV]; segments may differ in length). initial_state (fp32 [B, HV, K, V], rank
+    0's) starts the sequences. Returns (o for this rank's tokens, the final state [B, HV, K, V]
+    on every rank with output_final_state, else None).
+
+    Each rank reduces its segment to its affine transfer (gdn_segment_transfer), one all-gather
+    shares them, each rank composes those before it onto the initial state (its entry state),
+    then runs its segment from there. The transfers' math is fp32 throughout."""
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    m, b = gdn_segment_transfer(q, k, v, g, beta, scale=scale, use_qk_l2norm=use_qk_l2norm)
+    ms = [torch.empty_like(m) for _ in range(world)]
+    bs = [torch.empty_like(b) for _ in range(world)]
+    dist.all_gather(ms, m.contiguous(), group=group)
+    dist.all_gather(bs, b.contiguous(), group=group)
+    s = initial_state.float() if initial_state is not None else torch.zeros_like(b)
+    if initial_state is not None:  # rank 0's initial state is the one that counts
+        dist.broadcast(s, dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+    for j in range(rank):
+        s = torch.matmul(ms[j], s) + bs[j]
+    o, _ = _ops.gdn_chunk_forward(q, k, v, g, beta, scale=scale, use_qk_l2norm=use_qk_l2norm,
+                                  initial_state=s.contiguous())
+    if not output_final_state:
+        return o, None
+    for j in range(rank, world):
+        s = torch.matmul(ms[j], s) + bs[j]
+    return o, s

@@ -1,8 +1,10 @@
-"""attnkit.distributed: context-parallel attention against attention over the whole sequence in
-one process. The ring simulated in one process (each rank's blocks fed in ring order to
-ring_partials, then merged), and the real thing on torch.distributed with gloo: ranks in their
-own processes on host tensors, K / V passed around the ring (ring_attention) and a sharded KV
-cache combined by its LSE (sharded_decode)."""
+"""attnkit.distributed: context-parallel attention and Gated DeltaNet against the same op over the
+whole sequence in one process. The ring simulated in one process (each rank's blocks fed in ring
+order to ring_partials, then merged), a segment's affine state transfer against the forward it
+stands for, and the real thing on torch.distributed with gloo: ranks in their own processes on
+host tensors, K / V passed around the ring (ring_attention), a sharded KV cache combined by its
+LSE (sharded_decode), and Gated DeltaNet segments chained by their transfers
+(gdn_context_parallel)."""
 
 import os
 
@@ -67,6 +69,45 @@ def test_zigzag_balances_causal_work():
     assert counts == [2 * world + 1] * world
 
 
+def gdn_full(seed, t=200, h=1, hv=2, d=32):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.nn.functional.normalize(torch.randn(2, t, h, d, generator=g), dim=-1)
+    k = torch.nn.functional.normalize(torch.randn(2, t, h, d, generator=g), dim=-1)
+    v = torch.randn(2, t, hv, d, generator=g)
+    gate = torch.nn.functional.logsigmoid(torch.randn(2, t, hv, generator=g)) * 0.1
+    beta = torch.rand(2, t, hv, generator=g)
+    h0 = torch.randn(2, hv, d, d, generator=g) * 0.3
+    return q, k, v, gate, beta, h0
+
+
+GDN_CUTS = {2: [0, 70, 200], 3: [0, 64, 65, 200]}  # uneven; one segment of a single token
+
+
+def gdn_segment(x, cuts, r):
+    return x[:, cuts[r]:cuts[r + 1]].contiguous()
+
+
+def test_gdn_segment_transfer_is_the_segment_map():
+    """forward(initial S).final == M S + B for a random S; chaining the segments' transfers and
+    running each segment from its entry state equals the forward over the whole sequence."""
+    q, k, v, gate, beta, h0 = gdn_full(3)
+    m, b = cp.gdn_segment_transfer(q, k, v, gate, beta)
+    _, fin = attnkit.gdn_chunk_forward(q, k, v, gate, beta, initial_state=h0,
+                                       output_final_state=True)
+    assert rel_l2((m @ h0 + b).numpy(), fin.numpy()) < 1e-5
+    want_o, want_fin = attnkit.gdn_chunk_forward(q, k, v, gate, beta, initial_state=h0,
+                                                 output_final_state=True)
+    cuts, s, outs = GDN_CUTS[3], h0, []
+    for r in range(3):
+        seg = [gdn_segment(x, cuts, r) for x in (q, k, v, gate, beta)]
+        o, _ = attnkit.gdn_chunk_forward(*seg, initial_state=s.contiguous())
+        outs.append(o)
+        m, b = cp.gdn_segment_transfer(*seg)
+        s = m @ s + b
+    assert rel_l2(torch.cat(outs, 1).numpy(), want_o.numpy()) < 1e-5
+    assert rel_l2(s.numpy(), want_fin.numpy()) < 1e-5
+
+
 def _worker(rank, world, init, out_dir, kind, zigzag):
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
@@ -75,6 +116,10 @@ def _worker(rank, world, init, out_dir, kind, zigzag):
             o, lse = cp.ring_attention(shard(q, rank, world, zigzag), shard(k, rank, world, zigzag),
                                        shard(v, rank, world, zigzag), causal=True, zigzag=zigzag,
                                        return_lse=True)
+        elif kind == "gdn":
+            q, k, v, gate, beta, h0 = gdn_full(5)
+            seg = [gdn_segment(x, GDN_CUTS[world], rank) for x in (q, k, v, gate, beta)]
+            o, lse = cp.gdn_context_parallel(*seg, initial_state=h0, output_final_state=True)
         else:  # decode: one query per sequence, every sequence's keys split unevenly over ranks
             qd = q[:, -1:].contiguous()
             cuts = [0, 5, 30, 30, 48][: world + 1]
@@ -115,3 +160,16 @@ def test_sharded_decode_over_gloo(world, tmp_path):
     for g in _run(world, "decode", False, tmp_path):
         assert rel_l2(g["o"].numpy(), want.numpy()) < 1e-5
         np.testing.assert_allclose(g["lse"].numpy(), want_lse.numpy(), atol=1e-4)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_gdn_context_parallel_over_gloo(world, tmp_path):
+    """Segments of 70 / 130 and 64 / 1 / 135 tokens on 2 and 3 ranks, an initial state: the
+    outputs and every rank's final state equal the forward over the whole sequences."""
+    q, k, v, gate, beta, h0 = gdn_full(5)
+    want_o, want_fin = attnkit.gdn_chunk_forward(q, k, v, gate, beta, initial_state=h0,
+                                                 output_final_state=True)
+    got = _run(world, "gdn", False, tmp_path)
+    assert rel_l2(torch.cat([g["o"] for g in got], 1).numpy(), want_o.numpy()) < 1e-5
+    for g in got:
+        assert rel_l2(g["lse"].numpy(), want_fin.numpy()) < 1e-5  # "lse" holds the final state
