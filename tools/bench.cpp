@@ -52,6 +52,7 @@ struct Env {
   int warmup = 0, repeats = 0, threads = 0;
   int num_splits = 0;  // attention's AttentionArgs::num_splits (0: the planner decides)
   std::string decode_kernel = "auto";  // auto | sm90tma | threads: --decode-kernel
+  detail::GdnKernels gdn_kernels;      // --gdn-kernels
   int64_t l2_bytes = 0;
 };
 
@@ -408,7 +409,9 @@ std::string gdn_backend_name(const Env& env) {
 
 Result run_gdn(const GdnCase& c, const Env& env, std::mt19937_64& rng) {
   Result r;
-  r.kernel = "gdn/" + gdn_backend_name(env);
+  r.kernel = "gdn/" + gdn_backend_name(env) +
+             (env.gdn_kernels.segments > 1 ? "+segments" + std::to_string(env.gdn_kernels.segments)
+                                           : std::string());
   std::vector<GdnTensors> sets(1);
   r.status = make_gdn(c, env.dev, Fill::kFast, rng, &sets[0]);
   if (!r.status.ok()) return r;
@@ -421,10 +424,15 @@ Result run_gdn(const GdnCase& c, const Env& env, std::mt19937_64& rng) {
   const ExecOptions opts = exec_opts(env);
   std::vector<GdnChunkArgs> args;
   for (auto& s : sets) args.push_back(s.args(c));
-  r.status = first_call(env, [&] { return gdn_chunk_forward(args[0], opts); });
+  r.status = first_call(
+      env, [&] { return detail::gdn_chunk_forward_with(args[0], opts, env.gdn_kernels); });
   if (r.status.ok())
     r.status = time_calls(
-        env, [&](int call) { return gdn_chunk_forward(args[call % args.size()], opts); }, &r.ms);
+        env,
+        [&](int call) {
+          return detail::gdn_chunk_forward_with(args[call % args.size()], opts, env.gdn_kernels);
+        },
+        &r.ms);
   if (r.status.ok()) {
     r.tflops = c.flops() / (r.ms * 1e9);
     const double io = static_cast<double>(bytes + sets[0].o.bytes() + sets[0].ht.bytes());
@@ -447,10 +455,15 @@ Result run_gdn_decode(const GdnCase& c, const Env& env, std::mt19937_64& rng) {
   const ExecOptions opts = exec_opts(env);
   std::vector<GdnDecodeArgs> args;
   for (auto& s : sets) args.push_back(s.args(c));
-  r.status = first_call(env, [&] { return gdn_decode_step(args[0], opts); });
+  r.status = first_call(
+      env, [&] { return detail::gdn_decode_step_with(args[0], opts, env.gdn_kernels); });
   if (r.status.ok())
     r.status = time_calls(
-        env, [&](int call) { return gdn_decode_step(args[call % args.size()], opts); }, &r.ms);
+        env,
+        [&](int call) {
+          return detail::gdn_decode_step_with(args[call % args.size()], opts, env.gdn_kernels);
+        },
+        &r.ms);
   if (r.status.ok()) r.gbps = c.decode_state_bytes() / (r.ms * 1e6);
   return r;
 }
@@ -533,6 +546,9 @@ Flags make_flags() {
       .add("decode-kernel", FlagType::kString, "auto",
            "auto | sm90tma | threads: decode plans as the planner makes them, or always on the "
            "Hopper (TMA) decode kernel, or always on the decode kernel's thread copies")
+      .add("gdn-kernels", FlagType::kString, "",
+           "Gated DeltaNet CUDA kernels instead of the library's choice (as attnkit check "
+           "--gdn-kernels), e.g. segments8")
       .add("threads", FlagType::kInt, "0", "CPU backend threads (0 = all cores)")
       .add("seed", FlagType::kInt, "1", "random seed for the inputs");
   return f;
@@ -549,6 +565,10 @@ int bench_main(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   env.decode_kernel = f.str("decode-kernel");
+  if (const Status gk = parse_gdn_kernels(f.str("gdn-kernels"), &env.gdn_kernels); !gk.ok()) {
+    std::fprintf(stderr, "attnkit bench: %s\n", gk.message().c_str());
+    return kExitUsage;
+  }
   if (env.decode_kernel != "auto" && env.decode_kernel != "sm90tma" &&
       env.decode_kernel != "threads") {
     std::fprintf(stderr, "attnkit bench: --decode-kernel must be auto, sm90tma or threads\n");

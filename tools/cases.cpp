@@ -737,4 +737,25 @@ bool parse_backend(const std::string& s, Backend* out) {
   return false;
 }
 
+Status parse_gdn_kernels(const std::string& list, detail::GdnKernels* k) {
+  size_t at = 0;
+  while (at < list.size()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string w = list.substr(at, end - at);
+    at = end + 1;
+    if (w == "mma-sync") k->mma_sync = true;
+    else if (w == "mma-sync-intra") k->mma_sync_intra = true;
+    else if (w == "decode-ring") k->decode_ring = true;
+    else if (w == "cols32" || w == "cols64") k->state_output_cols = w == "cols32" ? 32 : 64;
+    else if (w == "cluster1" || w == "cluster2") k->state_output_cluster = w == "cluster1" ? 1 : 2;
+    else if (w.rfind("segments", 0) == 0 && w.size() > 8 &&
+             w.find_first_not_of("0123456789", 8) == std::string::npos)
+      k->segments = std::stoi(w.substr(8));
+    else if (!w.empty())
+      return Status::Invalid("--gdn-kernels: '" + w + "' is not one of mma-sync, mma-sync-intra, "
+                             "decode-ring, cols32, cols64, cluster1, cluster2, segments<n>");
+  }
+  return Status::Ok();
+}
+
 }  // namespace attnkit::cli

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/gdn_backends.h"
 #include "attnkit/attnkit.h"
 #include "testkit/buffer.h"
 
@@ -161,5 +162,9 @@ GdnDecodeTensors copy_gdn_decode(const GdnDecodeTensors& src, Device dev);
 // ---------------------------------------------------------------- helpers
 bool parse_dtype(const std::string& s, DType* out);
 bool parse_backend(const std::string& s, Backend* out);
+
+// --gdn-kernels: a comma list of mma-sync, mma-sync-intra, decode-ring, cols32 | cols64,
+// cluster1 | cluster2, segments<n> into the Gated DeltaNet kernel choice (detail::GdnKernels).
+Status parse_gdn_kernels(const std::string& list, detail::GdnKernels* k);
 
 }  // namespace attnkit::cli

@@ -451,7 +451,8 @@ Flags make_flags() {
            "Gated DeltaNet CUDA kernels instead of the library's choice, a comma list of: "
            "mma-sync (what GPUs other than Hopper run), mma-sync-intra (the forward's intra "
            "stage only), decode-ring (at any batch), cols32 | cols64 (the sm90 state/output "
-           "kernel's columns), cluster1 | cluster2 (its cluster size at 32 columns)");
+           "kernel's columns), cluster1 | cluster2 (its cluster size at 32 columns), segments<n> "
+           "(the forward's chain split into up to n segments run in parallel)");
   f.section("Attention (--op attention; merge uses --splits, --seqlen-q, --heads-q, --dim-v)")
       .add("batch", FlagType::kInt, "", "batch size [default: 2; gdn 1; gdn-decode 8]")
       .add("seqlen-q", FlagType::kInt, "128", "queries per sequence (merge: tokens)")
@@ -501,24 +502,6 @@ Flags make_flags() {
       .add("pages", FlagType::kInt, "8", "cache pages")
       .add("hnd", FlagType::kBool, "", "caches stored [pages, Hkv, page, D], passed as NHD views");
   return f;
-}
-
-Status parse_gdn_kernels(const std::string& list, detail::GdnKernels* k) {
-  size_t at = 0;
-  while (at < list.size()) {
-    const size_t end = std::min(list.find(',', at), list.size());
-    const std::string w = list.substr(at, end - at);
-    at = end + 1;
-    if (w == "mma-sync") k->mma_sync = true;
-    else if (w == "mma-sync-intra") k->mma_sync_intra = true;
-    else if (w == "decode-ring") k->decode_ring = true;
-    else if (w == "cols32" || w == "cols64") k->state_output_cols = w == "cols32" ? 32 : 64;
-    else if (w == "cluster1" || w == "cluster2") k->state_output_cluster = w == "cluster1" ? 1 : 2;
-    else if (!w.empty())
-      return Status::Invalid("--gdn-kernels: '" + w + "' is not one of mma-sync, mma-sync-intra, "
-                             "decode-ring, cols32, cols64, cluster1, cluster2");
-  }
-  return Status::Ok();
 }
 
 Status build_mode(const Flags& f, Mode* m) {

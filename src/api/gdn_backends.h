@@ -35,6 +35,9 @@ struct GdnKernels {
   bool decode_ring = false;     // the decode step's TMA ring at any batch, not from 1 state per SM
   int state_output_cols = 0;    // the sm90 state/output kernel's value columns per CTA: 32 or 64
   int state_output_cluster = 0; // its cluster size at 32 columns: 1 or 2
+  // > 1: the forward splits each sequence's chunk chain into up to this many segments run in
+  // parallel (gdn_split.cu); not yet chosen by the library.
+  int segments = 0;
 };
 
 // The public calls with their CUDA kernels chosen (tests, gdn_bench, `attnkit check
@@ -62,6 +65,9 @@ Status cuda_gdn_chunk_forward(const GdnChunkArgs& args, const GdnProblem& prob,
                               const ExecOptions& opts, const GdnKernels& kernels = {});
 Status cuda_gdn_decode_step(const GdnDecodeArgs& args, const GdnDecodeProblem& prob,
                             const ExecOptions& opts, const GdnKernels& kernels = {});
+// The forward with kernels.segments > 1 (src/cuda/gdn/gdn_split.cu).
+Status cuda_gdn_chunk_forward_split(const GdnChunkArgs& args, const GdnProblem& prob,
+                                    const ExecOptions& opts, const GdnKernels& kernels);
 #endif
 
 }  // namespace attnkit::detail

@@ -277,6 +277,28 @@ TEST(GdnChunkCuda, ForwardKeyLastStatesEachFusedKernelVariant) {
     run_forward(c, 41, kernels);
   }
 }
+// The chain split into segments run in parallel (GdnKernels::segments, gdn_split.cu): each
+// segment's affine state transfer, a scan, and the segments from their entry states. Dense and
+// ragged (an empty and a one-token sequence among them), initial states in place, key-last
+// states, segment counts above the chunk count.
+GdnKernels segments(int n) {
+  GdnKernels k;
+  k.segments = n;
+  return k;
+}
+TEST(GdnChunkCuda, ForwardSplitIntoSegments) {
+  uint64_t seed = 70;
+  for (int n : {2, 5, 64}) {
+    SCOPED_TRACE("segments " + std::to_string(n));
+    run_forward({1, 1000, 1, 2, {}, DType::kBFloat16, true, true}, ++seed, segments(n));
+    run_forward({1, 480, 2, 4, {0, 37, 37, 300, 301, 480}, DType::kBFloat16, false, true}, ++seed,
+                segments(n));
+    ChunkCase c{1, 700, 1, 2, {0, 200, 700}, DType::kFloat16, true, true};
+    c.key_last = true;
+    c.in_place = true;
+    run_forward(c, ++seed, segments(n));
+  }
+}
 // Error must not accumulate over 1024 chunk steps, in the narrow and the wide state/output kernel.
 TEST(GdnChunkCuda, ForwardLongSequenceSlowGates) {
   ChunkCase c{1, 65536, 1, 1, {}, DType::kBFloat16, true, true};

@@ -364,6 +364,7 @@ Status cuda_gdn_chunk_output(const GdnOutputArgs& a, const GdnProblem& p, const 
 Status cuda_gdn_chunk_forward(const GdnChunkArgs& a, const GdnProblem& p, const ExecOptions& opts,
                               const GdnKernels& kernels) {
   ATTNKIT_RETURN_IF_ERROR(need_gpu_shape(p, "gdn_chunk_forward"));
+  if (kernels.segments > 1) return cuda_gdn_chunk_forward_split(a, p, opts, kernels);
   ATTNKIT_RETURN_IF_ERROR(need_16bit(p.dtype, "gdn_chunk_forward"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.q, "q"));
   ATTNKIT_RETURN_IF_ERROR(need_aligned(a.k, "k"));
