@@ -30,7 +30,7 @@ Status cpu_gdn_decode_step(const GdnDecodeArgs& args, const GdnDecodeProblem& pr
 // Which CUDA kernels a call runs where several serve it. The library decides (all defaults);
 // tests and benchmarks force one to compare it with the others.
 struct GdnKernels {
-  bool mma_sync = false;        // the mma.sync / register kernels on Hopper too (what other GPUs run)
+  bool mma_sync = false;        // the mma.sync / register kernels on Hopper too (other GPUs' ones)
   bool mma_sync_intra = false;  // those of the forward's intra stage only
   bool decode_ring = false;     // the decode step's TMA ring at any batch, not from 1 state per SM
   int state_output_cols = 0;    // the sm90 state/output kernel's value columns per CTA: 32 or 64

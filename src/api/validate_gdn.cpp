@@ -55,21 +55,17 @@ Status check_layout(const TensorView& t, const char* name, const Device& dev,
 
 // A float tensor with a fixed shape (-1 = any) and one of `dtypes`.
 Status check_tensor(const TensorView& t, const char* name, const Device& dev,
-                    std::initializer_list<DType> dtypes, std::initializer_list<int64_t> shape,
-                    const char* hint, Inner inner = Inner::kLast) {
-  ATTNKIT_RETURN_IF_ERROR(require_defined(t, name));
-  ATTNKIT_RETURN_IF_ERROR(with_hint(require_shape(t, name, shape), hint));
-  ATTNKIT_RETURN_IF_ERROR(require_dtype(t, name, dtypes));
-  return check_layout(t, name, dev, inner);
-}
-
-Status check_tensor(const TensorView& t, const char* name, const Device& dev,
                     std::initializer_list<DType> dtypes, const std::vector<int64_t>& shape,
                     const std::string& hint, Inner inner = Inner::kLast) {
   ATTNKIT_RETURN_IF_ERROR(require_defined(t, name));
   ATTNKIT_RETURN_IF_ERROR(with_hint(require_shape(t, name, shape), hint.c_str()));
   ATTNKIT_RETURN_IF_ERROR(require_dtype(t, name, dtypes));
   return check_layout(t, name, dev, inner);
+}
+Status check_tensor(const TensorView& t, const char* name, const Device& dev,
+                    std::initializer_list<DType> dtypes, std::initializer_list<int64_t> shape,
+                    const char* hint, Inner inner = Inner::kLast) {
+  return check_tensor(t, name, dev, dtypes, std::vector<int64_t>(shape), hint, inner);
 }
 
 // Optional fp32 [N, HV, K, V] state.
@@ -127,8 +123,9 @@ Status check_states(const GdnChunkArgs& a, const ExecOptions& opts, GdnProblem* 
   ATTNKIT_RETURN_IF_ERROR(require_dtype(a.state_indices, "state_indices", {DType::kInt32}));
   ATTNKIT_RETURN_IF_ERROR(require_shape(a.state_indices, "state_indices", {p->N}));
   ATTNKIT_RETURN_IF_ERROR(check_layout(a.state_indices, "state_indices", p->device));
-  ATTNKIT_RETURN_IF_ERROR(check_pool(a.initial_state, "initial_state", p->device, p->HV, p->K, p->V));
-  ATTNKIT_RETURN_IF_ERROR(check_pool(a.final_state, "final_state", p->device, p->HV, p->K, p->V));
+  for (auto [t, n] :
+       {std::pair{&a.initial_state, "initial_state"}, {&a.final_state, "final_state"}})
+    ATTNKIT_RETURN_IF_ERROR(check_pool(*t, n, p->device, p->HV, p->K, p->V));
   p->state_slots = true;
   if (p->device.type != DeviceType::kCPU && !opts.validate_device_indices) return Status::Ok();
   int64_t P = INT64_MAX;
