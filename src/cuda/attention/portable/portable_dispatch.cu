@@ -390,7 +390,7 @@ Status portable_attention_plan(const AttentionArgs& args, const AttnProblem& pro
   // The decode kernel merges its splits itself; prefill runs a combine kernel after.
   const bool l2stream = v->launch_l2stream != nullptr &&
                         decode_l2_stream(kv_bytes_bound(prob), dev.l2_bytes);
-  // Hopper: the TMA decode kernel where it reads this cache.
+  // Hopper: the TMA decode kernel where it pays (or is asked for) and TMA can read this cache.
   const bool wanted = hopper_decode == HopperDecode::kAlways ||
                      (hopper_decode == HopperDecode::kWherePays &&
                       tma_decode_pays(prob.max_seqlen_k, splits));
