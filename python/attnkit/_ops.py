@@ -73,6 +73,8 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), chunk_size=0, scale=Non
     scale fp32 [1], per head [H], per token (the tensor's shape without its last dimension), or
     per (sequence, KV head) [B, Hkv] (FlashAttention-3's descales); quantize_fp8 and
     append_kv_cache write them. FP8 q needs an fp16 / bf16 out (out_dtype, default bfloat16).
+    out_dtype: the output's dtype when out is not given (default q's); 'float32' under fp16 / bf16
+    q keeps partial outputs exact for merge_states (CPU backend for now).
     CUDA: an FP8 KV cache with fp16 / bf16 q at decode shapes (the decode kernel), scales per
     tensor, head or token; the rest runs on the CPU backend for now.
     max_seqlen_q / max_seqlen_k: bounds needed when ragged or paged indices live on a CUDA device.
