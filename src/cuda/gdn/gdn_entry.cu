@@ -15,39 +15,13 @@
 #include "cuda/gdn/chunk_launch.h"
 #include "cuda/gdn/gdn_device.cuh"
 #include "cuda/gdn/gdn_kernels.h"
+#include "cuda/gdn/gdn_views.h"
 
 namespace attnkit::detail {
 namespace {
 
 using gdn_cuda::Tok;
 using gdn_cuda::StateT;
-
-int dt_code(DType d) { return d == DType::kFloat32 ? 0 : (d == DType::kFloat16 ? 1 : 2); }
-
-// Token tensors [B, T, heads, (inner)].
-Tok tok(const TensorView& t) {
-  Tok r;
-  if (!t.defined()) return r;
-  r.p = t.data;
-  r.dt = dt_code(t.dtype);
-  r.sb = t.stride[0];
-  r.st = t.ndim > 1 ? t.stride[1] : 0;
-  r.sh = t.ndim > 2 ? t.stride[2] : 0;
-  return r;
-}
-
-StateT state(const TensorView& t) {
-  StateT r;
-  if (!t.defined()) return r;
-  r.p = t.data;
-  r.dt = dt_code(t.dtype);
-  r.s0 = t.stride[0];
-  r.sh = t.stride[1];
-  r.sk = t.stride[2];
-  r.sv = t.stride[3];
-  r.rows = t.shape[0];
-  return r;
-}
 
 // Scratch carved from ExecOptions::workspace when it is large enough, else one stream-ordered
 // allocation freed (stream-ordered) when this goes out of scope.
@@ -511,15 +485,9 @@ Status cuda_gdn_decode_step(const GdnDecodeArgs& a, const GdnDecodeProblem& p, c
   const cudaStream_t stream = static_cast<cudaStream_t>(opts.stream);
   dp.T = static_cast<int>(p.T);
   dp.update_pool = p.update_pool;
-  if (a.step_states.defined()) {  // [N, T, HV, K, V]: (n, hv, k, v) strides plus the token's
-    const TensorView& st = a.step_states;
-    dp.steps.p = st.data;
-    dp.steps.s0 = st.stride[0];
-    dp.steps.sh = st.stride[2];
-    dp.steps.sk = st.stride[3];
-    dp.steps.sv = st.stride[4];
-    dp.steps.rows = st.shape[0];
-    dp.steps_st = st.stride[1];
+  if (a.step_states.defined()) {  // [N, T, HV, K, V]: its [N, HV, K, V] states plus the token dim
+    dp.steps = state(drop_dim(a.step_states, 1));
+    dp.steps_st = a.step_states.stride[1];
   }
   if (p.multi_token || a.step_states.defined() || !p.update_pool)
     return gdn_cuda::launch_decode_multi(dp, stream);

@@ -16,6 +16,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/gdn/gdn_device.cuh"
 #include "cuda/gdn/gdn_kernels.h"
+#include "cuda/gdn/gdn_views.h"
 
 namespace attnkit::detail {
 namespace {
@@ -73,18 +74,6 @@ __global__ void __launch_bounds__(kScanThreads)
   }
 }
 
-gdn_cuda::StateT state_of(const TensorView& t) {
-  gdn_cuda::StateT r;
-  if (!t.defined()) return r;
-  r.p = t.data;
-  r.s0 = t.stride[0];
-  r.sh = t.stride[1];
-  r.sk = t.stride[2];
-  r.sv = t.stride[3];
-  r.rows = t.shape[0];
-  return r;
-}
-
 // Stream-ordered device buffers freed when this goes out of scope.
 class Buffers {
  public:
@@ -105,21 +94,6 @@ class Buffers {
   cudaStream_t s_;
   std::vector<void*> owned_;
 };
-
-TensorView contiguous_view(void* data, DType dt, std::vector<int64_t> shape, Device dev) {
-  TensorView t;
-  t.data = data;
-  t.dtype = dt;
-  t.ndim = static_cast<int>(shape.size());
-  t.device = dev;
-  int64_t stride = 1;
-  for (int i = t.ndim - 1; i >= 0; --i) {
-    t.shape[i] = shape[i];
-    t.stride[i] = stride;
-    stride *= shape[i];
-  }
-  return t;
-}
 
 }  // namespace
 
@@ -142,17 +116,17 @@ Status cuda_gdn_chunk_forward_split(const GdnChunkArgs& a, const GdnProblem& p,
     seg_begin.push_back(static_cast<int32_t>(cu.size() - 1));
   }
   const int64_t S = static_cast<int64_t>(cu.size()) - 1, HV = p.HV, K = p.K, T = p.T;
-  const int64_t state = HV * K * K;  // K = V = 128 on CUDA
+  const int64_t per_state = HV * K * K;  // K = V = 128 on CUDA
   Buffers buf(s);
   int32_t *dcu = nullptr, *dbegin = nullptr;
   float *m = nullptr, *b = nullptr, *eye = nullptr, *entry = nullptr;
   void* zeros = nullptr;
   ATTNKIT_RETURN_IF_ERROR(buf.alloc(cu.size(), &dcu));
   ATTNKIT_RETURN_IF_ERROR(buf.alloc(seg_begin.size(), &dbegin));
-  ATTNKIT_RETURN_IF_ERROR(buf.alloc(S * state, &m));
-  ATTNKIT_RETURN_IF_ERROR(buf.alloc(S * state, &b));
-  ATTNKIT_RETURN_IF_ERROR(buf.alloc(S * state, &eye));
-  ATTNKIT_RETURN_IF_ERROR(buf.alloc(S * state, &entry));
+  ATTNKIT_RETURN_IF_ERROR(buf.alloc(S * per_state, &m));
+  ATTNKIT_RETURN_IF_ERROR(buf.alloc(S * per_state, &b));
+  ATTNKIT_RETURN_IF_ERROR(buf.alloc(S * per_state, &eye));
+  ATTNKIT_RETURN_IF_ERROR(buf.alloc(S * per_state, &entry));
   char* z = nullptr;
   ATTNKIT_RETURN_IF_ERROR(buf.alloc(static_cast<size_t>(T * HV * K) * 2, &z));
   zeros = z;
@@ -160,7 +134,7 @@ Status cuda_gdn_chunk_forward_split(const GdnChunkArgs& a, const GdnProblem& p,
   ATTNKIT_CUDA_TRY(
       cudaMemcpyAsync(dbegin, seg_begin.data(), seg_begin.size() * 4, cudaMemcpyHostToDevice, s));
   ATTNKIT_CUDA_TRY(cudaMemsetAsync(zeros, 0, static_cast<size_t>(T * HV * K) * 2, s));
-  const int64_t eye_n = S * state;
+  const int64_t eye_n = S * per_state;
   fill_identity<<<static_cast<unsigned>((eye_n + 255) / 256), 256, 0, s>>>(eye, eye_n);
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn split: identity states");
 
@@ -170,27 +144,27 @@ Status cuda_gdn_chunk_forward_split(const GdnChunkArgs& a, const GdnProblem& p,
   inner.validate_device_indices = false;  // the segment boundaries are the library's own
   const Device dev = p.device;
   GdnChunkArgs seg = a;
-  seg.cu_seqlens = contiguous_view(dcu, DType::kInt32, {S + 1}, dev);
+  seg.cu_seqlens = make_view(dcu, DType::kInt32, {S + 1}, dev);
   seg.state_indices = {};
   // 1. B: from zeros with the real v (the outputs are rewritten by 4).
   seg.initial_state = {};
-  seg.final_state = contiguous_view(b, DType::kFloat32, {S, HV, K, K}, dev);
+  seg.final_state = make_view(b, DType::kFloat32, {S, HV, K, K}, dev);
   ATTNKIT_RETURN_IF_ERROR(gdn_chunk_forward_with(seg, inner, one));
   // 2. M: from the identity with v = 0.
-  seg.v = contiguous_view(zeros, a.v.dtype, {1, T, HV, K}, dev);
-  seg.initial_state = contiguous_view(eye, DType::kFloat32, {S, HV, K, K}, dev);
-  seg.final_state = contiguous_view(m, DType::kFloat32, {S, HV, K, K}, dev);
+  seg.v = make_view(zeros, a.v.dtype, {1, T, HV, K}, dev);
+  seg.initial_state = make_view(eye, DType::kFloat32, {S, HV, K, K}, dev);
+  seg.final_state = make_view(m, DType::kFloat32, {S, HV, K, K}, dev);
   ATTNKIT_RETURN_IF_ERROR(gdn_chunk_forward_with(seg, inner, one));
   // 3. The entry states and the final states.
   const dim3 grid(static_cast<unsigned>(HV), static_cast<unsigned>(p.N),
                   static_cast<unsigned>(K / kScanCols));
-  scan_segments<<<grid, kScanThreads, 0, s>>>(m, b, entry, state_of(a.initial_state),
-                                              state_of(a.final_state), dbegin,
+  scan_segments<<<grid, kScanThreads, 0, s>>>(m, b, entry, state(a.initial_state),
+                                              state(a.final_state), dbegin,
                                               static_cast<int>(HV));
   ATTNKIT_CUDA_CHECK_LAUNCH("gdn split: scan");
   // 4. The outputs, each segment from its entry state.
   seg.v = a.v;
-  seg.initial_state = contiguous_view(entry, DType::kFloat32, {S, HV, K, K}, dev);
+  seg.initial_state = make_view(entry, DType::kFloat32, {S, HV, K, K}, dev);
   seg.final_state = {};
   return gdn_chunk_forward_with(seg, inner, one);
 }
